@@ -1,0 +1,86 @@
+"""The `mm` command line: one subcommand per job or tool.
+
+Each subcommand lives in ``mm.commands.<name>`` and exposes ``add_parser`` and
+``run``; modules are imported lazily so `mm --help` stays fast and never starts
+a JVM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from mm import __version__
+from mm.errors import ConfigError, MirrorError, UsageError
+
+# (name, module, one-line help). Later issues add their commands here.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("embedded", "mm.commands.embedded", "start/stop local Kafka-compatible clusters (Tansu)"),
+]
+
+DEFAULT_STATE_DIR_HELP = "./mm-state"
+
+EPILOG = f"""\
+Configuration is MirrorMaker 2's connect-mirror-maker.properties, read unchanged.
+MM_-prefixed environment variables override it (MM_A__BOOTSTRAP_SERVERS overrides
+A.bootstrap.servers). Jobs keep Spark checkpoints and state under mm.state.dir
+(default: {DEFAULT_STATE_DIR_HELP} under the working directory).
+Exit codes: 0 ok, 1 failure or refused operation, 2 invalid configuration or usage.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mm",
+        description="Kafka disaster recovery on Apache Spark: mirror A to B with exact "
+        "offset translation, checkpoints, heartbeats and failover.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mm {__version__}")
+    parser.add_argument(
+        "--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name, help_text in COMMANDS:
+        module = importlib.import_module(module_name)
+        sp = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_parser(sp)
+        sp.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    from mm.logs import configure_logging
+
+    configure_logging(args.log_level)
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as exc:
+        print(f"mm {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"mm {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except MirrorError as exc:
+        print(f"mm {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

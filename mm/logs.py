@@ -1,0 +1,61 @@
+"""structlog set-up, done once per process.
+
+JSON lines on stderr by default (ISO UTC timestamps); human-readable console
+output when stderr is a terminal. Events carry context (flow, topic, partition)
+through ``structlog.contextvars`` or ``log.bind``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import structlog
+
+_configured = False
+
+
+def configure_logging(level: str | None = None, *, json: bool | None = None) -> None:
+    """Configure structlog and stdlib logging once; later calls are no-ops.
+
+    ``json`` None means: JSON unless stderr is a TTY. ``MM_LOG_LEVEL`` and
+    ``MM_LOG_FORMAT`` (json|console) override the defaults.
+    """
+    global _configured
+    if _configured:
+        return
+    level_name = (level or os.environ.get("MM_LOG_LEVEL") or "INFO").upper()
+    numeric = logging.getLevelNamesMapping().get(level_name, logging.INFO)
+    fmt = os.environ.get("MM_LOG_FORMAT")
+    if json is None:
+        json = (fmt == "json") if fmt else not sys.stderr.isatty()
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any
+    if json:
+        renderer = structlog.processors.JSONRenderer()
+        shared.append(structlog.processors.format_exc_info)
+    else:
+        renderer = structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[*shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    # py4j and friends log through stdlib; keep them quiet unless asked.
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    _configured = True
+
+
+def get_logger(name: str | None = None, **context: Any) -> Any:
+    """A structlog logger bound with ``logger=name`` and any extra context."""
+    log = structlog.get_logger()
+    if name:
+        context = {"logger": name, **context}
+    return log.bind(**context) if context else log
