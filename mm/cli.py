@@ -40,9 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mm {__version__}")
-    parser.add_argument(
-        "--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR"
-    )
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name, help_text in COMMANDS:
         module = importlib.import_module(module_name)

@@ -54,8 +54,8 @@ def configure_logging(level: str | None = None, *, json: bool | None = None) -> 
 
 
 def get_logger(name: str | None = None, **context: Any) -> Any:
-    """A structlog logger bound with ``logger=name`` and any extra context."""
-    log = structlog.get_logger()
+    """A structlog logger bound with ``component=name`` and any extra context."""
+    # lazy proxy: safe to create at import time, before configure_logging()
     if name:
-        context = {"logger": name, **context}
-    return log.bind(**context) if context else log
+        context = {"component": name, **context}
+    return structlog.get_logger(**context)

@@ -1,0 +1,39 @@
+"""Exact offset translation from offset syncs (pure; no I/O).
+
+The mirror writes a sync for the first and last record of every run of
+consecutively mirrored records (see ``mm.source.runs`` for the rule). Given the
+syncs of one partition sorted by upstream offset, :func:`translate_offset`
+returns the exact downstream offset for a group's committed upstream offset U:
+the downstream offset of the first mirrored record whose upstream offset is
+>= U, or one past the last mirrored record when nothing at or after U has been
+mirrored yet. Callers that must never run ahead of the mirror check
+``U <= last mirrored upstream + 1`` first (see :func:`is_mirrored_up_to`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+
+def translate_offset(
+    upstreams: Sequence[int], downstreams: Sequence[int], upstream: int
+) -> int | None:
+    """Translate ``upstream`` with syncs given as two parallel, upstream-sorted lists.
+
+    Returns None when ``upstream`` is below the oldest sync (no history for it).
+    """
+    i = bisect_right(upstreams, upstream) - 1
+    if i < 0:
+        return None
+    su, sd = upstreams[i], downstreams[i]
+    if upstream == su:
+        return sd
+    if i + 1 < len(upstreams):
+        nu, nd = upstreams[i + 1], downstreams[i + 1]
+        if nu - su == nd - sd:
+            # the next sync is in the same run: U is a mirrored record inside it
+            return sd + (upstream - su)
+        # s ends its run; U falls in a source gap before the next run
+        return nd
+    return sd + 1

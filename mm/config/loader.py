@@ -1,0 +1,289 @@
+"""Build a ``MirrorConfig`` from ``connect-mirror-maker.properties`` and ``MM_*`` variables.
+
+How each top-level key is read, first rule that applies:
+
+1. ``clusters``: the aliases.
+2. ``X->Y.<key>``: declares flow X->Y; ``<key>`` overrides the global key for it.
+3. ``spark.*`` -> ``MirrorConfig.spark``; ``mm.state.dir`` -> ``state_dir``; other
+   ``mm.*`` -> ``MirrorConfig.mm``.
+4. a global flow key (``topics``, ``emit.checkpoints.interval.seconds`` ...): the
+   default for every flow.
+5. ``<alias>.<key>`` for a listed alias: that cluster's client settings.
+6. top-level ``security.protocol``, ``ssl.*``, ``sasl.*``: inherited by every
+   cluster that does not set them (as MM2 does).
+7. anything else: kept in ``MirrorConfig.other``; MM2/Connect keys we ignore are
+   logged at info, unknown keys at warning.
+
+Every invalid value raises ``ConfigError(key, value, expected)`` with the key as
+written (``primary->backup.emit.checkpoints.interval.seconds``); secrets show as
+``******``. Pydantic's own errors never escape.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from mm.config.env import apply_env_overrides
+from mm.config.keys import (
+    IGNORED_KEYS,
+    IGNORED_PREFIXES,
+    inherited_client_key,
+    is_secret_key,
+    mask_if_secret,
+)
+from mm.config.librdkafka import ROLES, to_librdkafka
+from mm.config.model import ClusterConfig, FlowConfig, MirrorConfig
+from mm.config.properties import load_properties
+from mm.errors import ConfigError
+from mm.logs import get_logger
+
+__all__ = ["FLOW_KEYS", "build_config", "load_config"]
+
+
+def _log() -> Any:
+    # bound per call: a logger bound at import would miss configure_logging()
+    return get_logger("mm.config")
+
+
+# FlowConfig field -> (MM2 key, deprecated MM2 alias or None)
+def _flow_keys() -> dict[str, tuple[str, str | None]]:
+    out: dict[str, tuple[str, str | None]] = {}
+    for name, field in FlowConfig.model_fields.items():
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and "property" in extra:
+            old = extra.get("deprecated")
+            out[name] = (str(extra["property"]), str(old) if old else None)
+    return out
+
+
+FLOW_KEYS = _flow_keys()
+_GLOBAL_FLOW_KEYS = {
+    key: field
+    for field, (prop, old) in FLOW_KEYS.items()
+    if field != "enabled"  # a flow is enabled only by its own X->Y.enabled
+    for key in (prop, old)
+    if key
+}
+_FLOW_KEY = re.compile(r"(?P<source>[^.]+?)->(?P<target>[^.]+?)\.(?P<key>.+)")
+_ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
+_PROVIDER_REF = re.compile(r"\$\{[^}]*:[^}]*\}")
+
+
+def load_config(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> MirrorConfig:
+    """Read ``path`` (None: no file), apply ``MM_*`` overrides from ``env`` (default
+    ``os.environ``, see ``mm.config.env``) and validate the result."""
+    props = load_properties(path) if path is not None else {}
+    known = [*_GLOBAL_FLOW_KEYS, "enabled", "clusters", "mm.state.dir"]
+    props, sources = apply_env_overrides(
+        props, os.environ if env is None else env, known_keys=known
+    )
+    try:
+        return build_config(props, config_path=Path(path) if path is not None else None)
+    except ConfigError as exc:
+        if exc.key not in sources:
+            raise
+        # the value came from the environment: say which variable to fix
+        raise ConfigError(f"{exc.key} (from {sources[exc.key]})", exc.value, exc.expected) from None
+
+
+def build_config(
+    props: Mapping[str, str], *, config_path: Path | None = None, cwd: Path | None = None
+) -> MirrorConfig:
+    """Validate raw properties into a MirrorConfig (no file, no environment)."""
+    aliases = _aliases(props)
+    flow_keys: dict[tuple[str, str], dict[str, str]] = {}  # (src, tgt) -> {key: original key}
+    cluster_keys: dict[str, dict[str, str]] = {a: {} for a in aliases}
+    inherited: dict[str, str] = {}
+    spark: dict[str, str] = {}
+    mm: dict[str, str] = {}
+    other: dict[str, str] = {}
+    for key, value in props.items():
+        head = key.split(".", 1)[0]
+        if key == "clusters":
+            continue
+        if m := _FLOW_KEY.fullmatch(key):
+            flow_keys.setdefault((m["source"], m["target"]), {})[m["key"]] = key
+        elif key.startswith("spark."):
+            spark[key] = value
+        elif key.startswith("mm."):
+            if key != "mm.state.dir":
+                mm[key.removeprefix("mm.")] = value
+        elif key in _GLOBAL_FLOW_KEYS:
+            continue
+        elif head in cluster_keys and "." in key:
+            cluster_keys[head][key.removeprefix(f"{head}.")] = key
+        elif inherited_client_key(key):
+            inherited[key] = value
+        else:
+            other[key] = value
+            _note_unused(key)
+    _warn_unresolved_references(props)
+    clusters = {a: _cluster(a, cluster_keys[a], inherited, props) for a in aliases}
+    # global flow keys are checked even when no flow is declared yet
+    _validated_flow(aliases[0], aliases[-1], "", props, {})
+    flows = tuple(_flow(src, tgt, keys, props, aliases) for (src, tgt), keys in flow_keys.items())
+    return MirrorConfig(
+        clusters=clusters,
+        flows=flows,
+        spark=spark,
+        state_dir=_state_dir(props, cwd),
+        mm=mm,
+        other=other,
+        config_path=config_path,
+    )
+
+
+def _aliases(props: Mapping[str, str]) -> list[str]:
+    raw = props.get("clusters")
+    expected = "a comma-separated list of one or more cluster aliases"
+    aliases = list(dict.fromkeys(a.strip() for a in (raw or "").split(",") if a.strip()))
+    if not aliases:
+        raise ConfigError("clusters", raw, expected)
+    for alias in aliases:
+        if not _ALIAS.fullmatch(alias):
+            raise ConfigError(
+                "clusters", raw, f"{expected} of letters, digits, '-' and '_' ({alias!r} is not)"
+            )
+    return aliases
+
+
+def _note_unused(key: str, *, shown: str | None = None) -> None:
+    """Log a key we keep but do not use; ``shown`` is its spelling in the file."""
+    shown = shown or key
+    if key in IGNORED_KEYS:
+        _log().info("config key accepted and ignored", key=shown, reason=IGNORED_KEYS[key])
+    elif key.startswith(IGNORED_PREFIXES):
+        _log().info("config key accepted and ignored", key=shown, reason="Kafka Connect setting")
+    elif key == "enabled":
+        _log().warning("config key ignored", key=shown, reason="enable each flow with X->Y.enabled")
+    else:
+        _log().warning("unknown config key kept but not used", key=shown)
+
+
+def _warn_unresolved_references(props: Mapping[str, str]) -> None:
+    refs = sorted(k for k, v in props.items() if _PROVIDER_REF.search(v))
+    if refs and "config.providers" in props:
+        _log().warning(
+            "config provider references are not resolved; values are used literally", keys=refs
+        )
+
+
+def _cluster(
+    alias: str, keys: dict[str, str], inherited: dict[str, str], props: Mapping[str, str]
+) -> ClusterConfig:
+    client: dict[str, Any] = {
+        prop: _client_value(prop, props[original])
+        for prop, original in keys.items()
+        if prop != "bootstrap.servers"
+    }
+    from_top = {k: _client_value(k, v) for k, v in inherited.items() if k not in client}
+    bootstrap_key = f"{alias}.bootstrap.servers"
+    raw = {
+        "alias": alias,
+        "bootstrap_servers": props.get(bootstrap_key),
+        "client": {**from_top, **client},
+        "inherited": frozenset(from_top),
+    }
+    if raw["bootstrap_servers"] is None:
+        raise ConfigError(
+            bootstrap_key, None, f"host:port[,host:port...] for cluster {alias!r} of clusters"
+        )
+    try:
+        cluster = ClusterConfig.model_validate(raw)
+    except ValidationError as exc:
+        _raise_config_error(exc, {"bootstrap_servers": bootstrap_key}, raw, lambda f: alias)
+    _check_client_conversion(cluster)
+    return cluster
+
+
+def _client_value(prop: str, value: str) -> str:
+    # Java trims most typed client settings; credentials are taken verbatim
+    return value if is_secret_key(prop) else value.strip()
+
+
+def _check_client_conversion(cluster: ClusterConfig) -> None:
+    """Fail at load, not in a Spark task, if our clients cannot use these settings."""
+    dropped: set[str] = set()
+    for role in ROLES:
+        _conf, unknown = to_librdkafka(
+            cluster.client_properties(role), role, key_name=cluster.key_namer(role)
+        )
+        dropped.update(unknown)
+    if dropped:
+        _log().warning(
+            "client properties without a librdkafka equivalent are not used",
+            cluster=cluster.alias,
+            keys=sorted(dropped),
+        )
+
+
+def _flow(
+    source: str,
+    target: str,
+    keys: dict[str, str],
+    props: Mapping[str, str],
+    aliases: list[str],
+) -> FlowConfig:
+    first_key = next(iter(keys.values()))
+    for alias in (source, target):
+        if alias not in aliases:
+            raise ConfigError(
+                first_key, alias, f"a cluster alias listed in clusters ({', '.join(aliases)})"
+            )
+    if source == target:
+        raise ConfigError(first_key, f"{source}->{target}", "a flow between two different clusters")
+    prefix = f"{source}->{target}."
+    modelled = {k for pair in FLOW_KEYS.values() for k in pair if k}
+    other = {k: props[orig] for k, orig in keys.items() if k not in modelled}
+    for key in other:
+        _note_unused(key, shown=prefix + key)
+    return _validated_flow(source, target, prefix, props, other)
+
+
+def _validated_flow(
+    source: str, target: str, prefix: str, props: Mapping[str, str], other: dict[str, str]
+) -> FlowConfig:
+    """FlowConfig from ``<prefix><key>`` (if a prefix is given), else the global ``<key>``."""
+    raw: dict[str, Any] = {"source": source, "target": target, "other": other}
+    origins: dict[str, str] = {}
+    for field, (prop, old) in FLOW_KEYS.items():
+        names = [prop, old] if old else [prop]
+        candidates = [prefix + n for n in names] if prefix else []
+        if field != "enabled":
+            candidates += names
+        found = next((c for c in candidates if c in props), None)
+        if found is not None:
+            raw[field], origins[field] = props[found], found
+    try:
+        return FlowConfig.model_validate(raw)
+    except ValidationError as exc:
+        _raise_config_error(exc, origins, raw, lambda f: prefix + FLOW_KEYS.get(f, (f, None))[0])
+
+
+def _state_dir(props: Mapping[str, str], cwd: Path | None) -> Path:
+    raw = props.get("mm.state.dir", "mm-state").strip()
+    if not raw:
+        raise ConfigError("mm.state.dir", props.get("mm.state.dir"), "a directory path")
+    path = Path(raw).expanduser()
+    return path if path.is_absolute() else (cwd or Path.cwd()) / path
+
+
+def _raise_config_error(
+    exc: ValidationError,
+    origins: Mapping[str, str],
+    raw: Mapping[str, Any],
+    fallback_key: Callable[[str], str],
+) -> NoReturn:
+    err = exc.errors()[0]
+    field = str(err["loc"][0]) if err["loc"] else ""
+    key = origins.get(field) or fallback_key(field)
+    expected = str((err.get("ctx") or {}).get("expected") or err["msg"])
+    raise ConfigError(key, mask_if_secret(key, raw.get(field)), expected) from None

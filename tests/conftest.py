@@ -1,0 +1,90 @@
+"""Shared fixtures: Kafka clusters A/B/C, durable (restartable) clusters, unique names.
+
+Clusters come from MM_TEST_<NAME>_BOOTSTRAP, else Docker (Apache Kafka), else
+embedded Tansu brokers; see tests/support/clusters.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+
+import pytest
+
+# `support` first: importing it makes sure `mm` is the real package (see its docstring).
+from support.clusters import KafkaCluster, KafkaFactory
+from support.names import unique_name
+
+from mm.embedded import EmbeddedCluster
+
+
+@pytest.fixture(scope="session")
+def kafka_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFactory]:
+    """Clusters by name (``.cluster("A")``), the same object for the whole session."""
+    # Broker logs under pytest's temp dir, which keeps the last few sessions.
+    factory = KafkaFactory(tmp_path_factory.mktemp("brokers"))
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="session")
+def cluster_a(kafka_factory: KafkaFactory) -> KafkaCluster:
+    return kafka_factory.cluster("A")
+
+
+@pytest.fixture(scope="session")
+def cluster_b(kafka_factory: KafkaFactory) -> KafkaCluster:
+    return kafka_factory.cluster("B")
+
+
+@pytest.fixture(scope="session")
+def cluster_c(kafka_factory: KafkaFactory) -> KafkaCluster:
+    return kafka_factory.cluster("C")
+
+
+@pytest.fixture
+def durable_cluster(
+    kafka_factory: KafkaFactory, unique_group: Callable[..., str]
+) -> Iterator[Callable[[], EmbeddedCluster]]:
+    """Factory of fresh durable embedded clusters (``.restart()`` keeps data).
+
+    Each call starts a new cluster; all are stopped when the test ends.
+    """
+    created: list[str] = []
+
+    def make() -> EmbeddedCluster:
+        reason = kafka_factory.durable_unavailable_reason()
+        if reason:
+            pytest.skip(reason)
+        name = unique_group("D")  # the group-name rules also suit cluster ids
+        created.append(name)
+        return kafka_factory.durable(name)
+
+    yield make
+    for name in created:
+        kafka_factory.remove(name)
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``unique_topic("orders")`` -> ``orders-<test name>-<8 hex>``."""
+    return lambda prefix="topic": unique_name(prefix, request.node.name)
+
+
+@pytest.fixture
+def unique_group(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``unique_group("mirror")`` -> ``mirror-<test name>-<8 hex>``."""
+    return lambda prefix="group": unique_name(prefix, request.node.name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """On failure, say where the brokers and their logs are."""
+    report = yield
+    factory = getattr(item, "funcargs", {}).get("kafka_factory")
+    if report.failed and isinstance(factory, KafkaFactory):
+        report.sections.append(("Kafka clusters (broker logs)", factory.describe()))
+    return report
