@@ -18,6 +18,12 @@ from mm.errors import ConfigError, MirrorError, UsageError
 # (name, module, one-line help). Later issues add their commands here.
 COMMANDS: list[tuple[str, str, str]] = [
     ("embedded", "mm.commands.embedded", "start/stop local Kafka-compatible clusters (Tansu)"),
+    ("mirror", "mm.commands.mirror", "mirror every enabled flow X->Y on Spark (exactly once)"),
+    (
+        "config",
+        "mm.commands.config",
+        "validate a connect-mirror-maker.properties file and show the effective settings",
+    ),
 ]
 
 DEFAULT_STATE_DIR_HELP = "./mm-state"

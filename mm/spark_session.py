@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 DEFAULTS: dict[str, str] = {
     "spark.master": "local[*]",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
     # the mirror's rows are tiny summaries; Arrow adds start-up cost for nothing
     "spark.sql.execution.arrow.pyspark.enabled": "false",

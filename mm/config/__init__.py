@@ -6,7 +6,7 @@ environment overrides (``env``) and validates everything into frozen models
 Java client settings become librdkafka settings in one place (``librdkafka``).
 """
 
-from mm.config.loader import build_config, load_config
+from mm.config.loader import build_config, effective_properties, load_config
 from mm.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mm.config.properties import load_properties, parse_properties
 
@@ -15,6 +15,7 @@ __all__ = [
     "FlowConfig",
     "MirrorConfig",
     "build_config",
+    "effective_properties",
     "load_config",
     "load_properties",
     "parse_properties",

@@ -80,11 +80,7 @@ def load_config(
 ) -> MirrorConfig:
     """Read ``path`` (None: no file), apply ``MM_*`` overrides from ``env`` (default
     ``os.environ``, see ``mm.config.env``) and validate the result."""
-    props = load_properties(path) if path is not None else {}
-    known = [*_GLOBAL_FLOW_KEYS, "enabled", "clusters", "mm.state.dir"]
-    props, sources = apply_env_overrides(
-        props, os.environ if env is None else env, known_keys=known
-    )
+    props, sources = _effective(path, env)
     try:
         return build_config(props, config_path=Path(path) if path is not None else None)
     except ConfigError as exc:
@@ -92,6 +88,25 @@ def load_config(
             raise
         # the value came from the environment: say which variable to fix
         raise ConfigError(f"{exc.key} (from {sources[exc.key]})", exc.value, exc.expected) from None
+
+
+def _effective(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    props = load_properties(path) if path is not None else {}
+    known = [*_GLOBAL_FLOW_KEYS, "enabled", "clusters", "mm.state.dir"]
+    return apply_env_overrides(props, os.environ if env is None else env, known_keys=known)
+
+
+def effective_properties(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The file's properties with ``MM_*`` overrides applied, unvalidated.
+
+    Jobs hand these to Spark-side code, which rebuilds the config with
+    :func:`build_config` (a pydantic model does not travel as a Spark option).
+    """
+    return dict(_effective(path, env)[0])
 
 
 def build_config(

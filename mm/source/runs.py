@@ -46,7 +46,10 @@ class RunTracker:
 
     def add(self, upstream: int) -> None:
         """Record the next mirrored record's upstream offset (strictly increasing)."""
-        if upstream != self._last_upstream + 1:
+        if upstream != self._last_upstream + 1 or upstream < 0:
+            if upstream < 0:
+                # -1 would pass as "next after the -2 sentinel" and start no run
+                raise ValueError(f"upstream offsets are never negative: {upstream}")
             if upstream <= self._last_upstream:
                 raise ValueError(
                     f"upstream offsets must increase: {upstream} after {self._last_upstream}"
@@ -70,6 +73,11 @@ class RunTracker:
         last_index = self._count - 1
         if self._points[-1][1] != last_index:
             self._points.append((self._last_upstream, last_index))
+
+    @property
+    def points(self) -> int:
+        """Sync points so far, counting the end of the open run."""
+        return len(self._points) + 1 if self._count else 0
 
     @property
     def count(self) -> int:

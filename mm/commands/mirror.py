@@ -1,0 +1,63 @@
+"""`mm mirror`: mirror every enabled flow (X->Y) on Spark."""
+
+from __future__ import annotations
+
+import argparse
+
+from mm.config import effective_properties, load_config
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--config",
+        required=True,
+        metavar="FILE",
+        help="connect-mirror-maker.properties (MM2 format)",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="mirror everything present on the source now, commit, exit 0",
+    )
+    parser.add_argument(
+        "--trigger-seconds",
+        type=float,
+        default=None,
+        help="micro-batch trigger interval (default: mm.mirror.trigger.seconds or 1)",
+    )
+    parser.add_argument(
+        "--flow",
+        action="append",
+        metavar="SRC->TGT",
+        help="only these flows (default: every enabled flow)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mm.errors import ConfigError
+    from mm.source.job import run_mirror
+
+    cfg = load_config(args.config)
+    props = effective_properties(args.config)
+    flows = cfg.enabled_flows()
+    if args.flow:
+        names = {f.name for f in cfg.flows}
+        for name in args.flow:
+            if name not in names:
+                raise ConfigError("--flow", name, f"one of the configured flows {sorted(names)}")
+        flows = [f for f in cfg.flows if f.name in args.flow]
+    trigger = args.trigger_seconds
+    if trigger is None:
+        raw = cfg.mm.get("mirror.trigger.seconds", "1")
+        try:
+            trigger = float(raw)
+        except ValueError:
+            raise ConfigError("mm.mirror.trigger.seconds", raw, "a number of seconds") from None
+    stats = run_mirror(cfg, props, once=args.once, trigger_seconds=trigger, flows=flows)
+    failed = {k: v for s in stats.values() for k, v in s.errors.items()}
+    if failed:
+        for (topic, partition), err in sorted(failed.items()):
+            print(f"stopped: {topic}[{partition}]: {err}")
+        return 1
+    return 0

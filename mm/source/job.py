@@ -1,0 +1,218 @@
+"""Runs the mirror: one Spark streaming query per enabled flow.
+
+``--once`` uses Spark's available-now trigger: everything present on the source
+when the job starts (the tail of every partition included) is mirrored, then
+the job exits. Otherwise a processing-time trigger runs micro-batches forever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mm.config import FlowConfig, MirrorConfig
+from mm.errors import ConfigError, MirrorError
+from mm.kafka.errors import wrap
+from mm.logs import get_logger
+from mm.source.runtime import offset_syncs_topic
+
+INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+@dataclass
+class FlowStats:
+    """Totals a flow's query accumulates across micro-batches (driver side)."""
+
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    transactions: int = 0
+    syncs: int = 0
+    lost: int = 0
+    lost_ranges: set[tuple[str, int, int, int]] = field(default_factory=set)
+    errors: dict[tuple[str, int], str] = field(default_factory=dict)
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+def ensure_topic(
+    admin_conf: dict[str, Any],
+    topic: str,
+    where: str,
+    replication_factor: int,
+    timeout: float = 30.0,
+) -> None:
+    """Create a one-partition compacted internal topic when it is missing."""
+    admin = AdminClient(admin_conf)
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise wrap(exc, f"list topics on {where}") from exc
+    if topic in md.topics and md.topics[topic].error is None:
+        return
+    fut = admin.create_topics(
+        [NewTopic(topic, 1, replication_factor, config=INTERNAL_TOPIC_CONFIG)],
+        request_timeout=timeout,
+    )[topic]
+    try:
+        fut.result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+            raise wrap(exc, f"create {topic} on {where}") from exc
+
+
+def batch_handler(flow: FlowConfig, stats: FlowStats) -> Callable[[Any, int], None]:
+    log = get_logger("mm.mirror", flow=flow.name)
+
+    def handle(batch_df: Any, batch_id: int) -> None:
+        started = time.monotonic()
+        rows = batch_df.collect()
+        stats.batches += 1
+        records = bytes_ = 0
+        lag: dict[str, int] = {}
+        for r in rows:
+            records += r.records
+            bytes_ += r.bytes
+            stats.transactions += r.transactions
+            stats.syncs += r.syncs
+            key = (r.topic, r.partition)
+            stats.positions[key] = max(stats.positions.get(key, -1), r.position)
+            lag[f"{r.topic}:{r.partition}"] = max(0, r.planned_end - r.position)
+            if r.lost:
+                rng = (r.topic, r.partition, r.lost_from, r.lost_to)
+                if rng not in stats.lost_ranges:
+                    stats.lost_ranges.add(rng)
+                    stats.lost += r.lost
+                    log.error(
+                        "source records deleted before they were mirrored",
+                        topic=r.topic,
+                        partition=r.partition,
+                        lost=r.lost,
+                        lost_from=r.lost_from,
+                        lost_to=r.lost_to,
+                    )
+            if r.error:
+                stats.errors[key] = r.error
+                log.error("partition stopped", topic=r.topic, partition=r.partition, error=r.error)
+            else:
+                stats.errors.pop(key, None)
+        stats.records += records
+        stats.bytes += bytes_
+        log.info(
+            "micro-batch mirrored",
+            batch=batch_id,
+            records=records,
+            bytes=bytes_,
+            partitions=len(rows),
+            lag=lag,
+            total_records=stats.records,
+            lost_total=stats.lost,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    return handle
+
+
+def run_mirror(
+    cfg: MirrorConfig,
+    properties: dict[str, str],
+    *,
+    once: bool,
+    trigger_seconds: float,
+    flows: list[FlowConfig] | None = None,
+) -> dict[str, FlowStats]:
+    """Start the flows' queries and wait; returns per-flow stats (when ``once``)."""
+    from mm.source.reader import (
+        OPTION_FLOW,
+        OPTION_MAX_PER_PARTITION,
+        OPTION_PROPERTIES,
+        MirrorDataSource,
+    )
+    from mm.spark_session import build_spark
+
+    log = get_logger("mm.mirror")
+    flows = flows if flows is not None else cfg.enabled_flows()
+    if not flows:
+        raise ConfigError(
+            "clusters",
+            ",".join(cfg.clusters),
+            "at least one enabled flow (e.g. A->B.enabled = true)",
+        )
+    for flow in flows:
+        where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
+        ensure_topic(
+            cfg.cluster(where).librdkafka("admin"),
+            offset_syncs_topic(flow),
+            f"cluster {where}",
+            flow.offset_syncs_topic_replication_factor,
+        )
+
+    spark = build_spark("mm-mirror", cfg.spark)
+    spark.dataSource.register(MirrorDataSource)
+    stats: dict[str, FlowStats] = {}
+    queries = []
+    props_json = json.dumps(properties)
+    max_per_partition = cfg.mm.get("mirror.max.records.per.partition.per.batch", "1000000")
+    for flow in flows:
+        st = stats[flow.name] = FlowStats()
+        checkpoint = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
+        df = (
+            spark.readStream.format("mm_mirror")
+            .option(OPTION_PROPERTIES, props_json)
+            .option(OPTION_FLOW, flow.name)
+            .option(OPTION_MAX_PER_PARTITION, max_per_partition)
+            .load()
+        )
+        writer = (
+            df.writeStream.foreachBatch(batch_handler(flow, st))
+            .option("checkpointLocation", str(checkpoint))
+            .queryName(f"mirror {flow.name}")
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if once
+            else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        )
+        log.info(
+            "mirror starting",
+            flow=flow.name,
+            once=once,
+            checkpoint=str(checkpoint),
+            spark_master=spark.sparkContext.master,
+        )
+        queries.append(writer.start())
+    try:
+        if once:
+            for q in queries:
+                q.awaitTermination()
+        else:
+            spark.streams.awaitAnyTermination()
+        for q in queries:
+            exc = q.exception()
+            if exc is not None:
+                raise MirrorError(f"query {q.name} failed: {_root_cause(exc)}")
+    finally:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+    return stats
+
+
+def _root_cause(exc: Any) -> str:
+    text = str(exc)
+    # surface our own error line from the Python worker traceback when present
+    for line in reversed(text.splitlines()):
+        if "Error:" in line and ("mm." in line or "Kafka" in line or "Mirror" in line):
+            return line.strip()
+    return text.splitlines()[0] if text else repr(exc)
+
+
+def default_state_dir() -> Path:
+    return Path(os.getcwd()) / "mm-state"

@@ -1,0 +1,208 @@
+"""The mirror as a Spark Python streaming data source.
+
+Spark plans, the workers mirror: an offset is a flat dict
+``{"<topic>:<partition>": <end offset>}``; each micro-batch becomes one input
+partition per source topic-partition with new data, and ``read`` mirrors that
+range straight from the source to the target inside the Python worker
+(:mod:`mm.source.task`), yielding one summary row. Record payloads never enter
+the JVM.
+
+The reader is built on the driver from the flow's properties (passed as the
+option ``mm.secret.properties``: Spark redacts option names containing
+"secret" in plans and logs). ``read`` runs on executors and uses only the
+picklable :class:`FlowRuntime`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    SupportsTriggerAvailableNow,
+)
+
+from mm.source.spec import MIRROR_RESULT_SCHEMA, FlowRuntime, RangeSpec
+
+OPTION_PROPERTIES = "mm.secret.properties"
+OPTION_FLOW = "flow"
+OPTION_MAX_PER_PARTITION = "max.records.per.partition"
+
+
+def _key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def _split(key: str) -> tuple[str, int]:
+    topic, _, p = key.rpartition(":")
+    return topic, int(p)
+
+
+class MirrorDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "mm_mirror"
+
+    def schema(self) -> str:
+        return MIRROR_RESULT_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return MirrorStreamReader(dict(self.options))
+
+
+class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        from mm.config import build_config
+        from mm.source.runtime import flow_runtime
+
+        props = json.loads(options[OPTION_PROPERTIES])
+        source, _, target = options[OPTION_FLOW].partition("->")
+        self._config = build_config(props)
+        self._flow = self._config.flow(source, target)
+        self.runtime: FlowRuntime = flow_runtime(self._config, self._flow)
+        self._max_per_partition = int(options.get(OPTION_MAX_PER_PARTITION, "1000000"))
+        self._planner: Any = None
+        self._last_refresh = 0.0
+        self._topics: dict[str, Any] = {}
+        self._target_offsets: dict[str, int] | None = None
+        self._log_starts: dict[str, int] = {}
+
+    # --- picklability: executors only need the runtime -------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"runtime": self.runtime}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.runtime = state["runtime"]
+
+    # --- planning (driver) ------------------------------------------------------
+    def _planner_obj(self) -> Any:
+        if self._planner is None:
+            from mm.logs import configure_logging, get_logger
+            from mm.source.topics import TopicMirrorPlanner
+
+            configure_logging()
+            flow, cfg = self._flow, self._config
+            self._planner = TopicMirrorPlanner(
+                cfg.cluster(flow.source).librdkafka("admin"),
+                cfg.cluster(flow.target).librdkafka("admin"),
+                topic_filter=flow.topic_filter,
+                config_filter=flow.config_property_filter,
+                policy=flow.policy(),
+                source_alias=flow.source,
+                target_alias=flow.target,
+                replication_factor=flow.replication_factor,
+                sync_configs=flow.sync_topic_configs_enabled,
+                log=get_logger("mm.mirror.planner", flow=flow.name),
+            )
+        return self._planner
+
+    def _refresh_topics(self, force: bool = False) -> None:
+        interval = self._flow.refresh_topics_interval_seconds
+        if force or not self._topics or time.monotonic() - self._last_refresh >= interval:
+            self._topics = self._planner_obj().refresh()
+            self._last_refresh = time.monotonic()
+
+    def _current_ends(self) -> dict[str, int]:
+        from mm.kafka.watermarks import watermarks
+
+        self._refresh_topics()
+        tps = [(t, p) for t, mt in self._topics.items() for p in range(mt.partitions)]
+        marks = watermarks(self.runtime.source_consumer, tps)
+        ends: dict[str, int] = {}
+        for (t, p), (lo, hi) in marks.items():
+            k = _key(t, p)
+            self._log_starts[k] = lo
+            ends[k] = hi
+        return ends
+
+    def initialOffset(self) -> dict[str, int]:
+        return {}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._refresh_topics(force=True)
+        self._target_offsets = self._current_ends()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        ends = (
+            dict(self._target_offsets) if self._target_offsets is not None else self._current_ends()
+        )
+        out = dict(start)
+        for k, end in ends.items():
+            begin = start.get(k, self._log_starts.get(k, 0))
+            if end > begin:
+                # bound one micro-batch so progress is reported and committed regularly
+                out[k] = min(end, begin + self._max_per_partition)
+            else:
+                out.setdefault(k, begin)
+        return out
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        specs: list[InputPartition] = []
+        for k, e in sorted(end.items()):
+            topic, p = _split(k)
+            s = start.get(k)
+            if s is None:
+                s = self._log_start(topic, p, k)
+            if e <= s:
+                continue
+            mt = self._topics.get(topic)
+            if mt is None:
+                self._refresh_topics(force=True)
+                mt = self._topics.get(topic)
+                if mt is None:
+                    continue  # no longer mirrored (filter changed or target topic failed)
+            specs.append(RangeSpec(topic, p, mt.target_topic, s, e, mt.max_record_bytes))
+        return specs
+
+    def _log_start(self, topic: str, partition: int, key: str) -> int:
+        if key not in self._log_starts:
+            from mm.kafka.watermarks import watermarks
+
+            lo, _ = watermarks(self.runtime.source_consumer, [(topic, partition)])[
+                (topic, partition)
+            ]
+            self._log_starts[key] = lo
+        return self._log_starts[key]
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
+
+    # --- mirroring (executor) ----------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        from mm.logs import configure_logging, get_logger
+        from mm.source.task import RangeResult, RecordTooLargeError, mirror_range
+
+        assert isinstance(partition, RangeSpec)
+        configure_logging()
+        log = get_logger(
+            "mm.mirror.task",
+            flow=f"{self.runtime.source}->{self.runtime.target}",
+            topic=partition.topic,
+            partition=partition.partition,
+        )
+        try:
+            result = mirror_range(self.runtime, partition, log=log.warning)
+        except RecordTooLargeError as exc:
+            # stops this partition only; the driver reports it every batch until fixed
+            log.error("partition stopped", error=str(exc))
+            result = RangeResult(
+                partition.topic,
+                partition.partition,
+                partition.target_topic,
+                partition.start,
+                partition.end,
+                error=str(exc),
+            )
+        yield result.row()

@@ -1,0 +1,66 @@
+"""What the driver hands to each Spark task: the flow's runtime settings and one range.
+
+Both are plain dataclasses that pickle small and carry no client objects; tasks
+build their Kafka clients from them inside the Python worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+
+@dataclass(frozen=True)
+class FlowRuntime:
+    """Everything a mirror task needs to know about its flow (source -> target)."""
+
+    source: str
+    target: str
+    source_consumer: dict[str, Any]
+    source_producer: dict[str, Any]
+    target_producer: dict[str, Any]
+    target_consumer: dict[str, Any]
+    offset_syncs_topic: str
+    offset_syncs_on_target: bool
+    # consumer group on the target whose committed offsets record, per target
+    # partition, the next source offset to mirror (committed in the same
+    # transaction as the records: the exactly-once state)
+    state_group: str
+    transactional_id_prefix: str
+    max_records_per_txn: int = 200_000
+    # a transaction also closes after this many offset-sync points, so the
+    # batch's syncs always fit in the committed offset's metadata
+    max_sync_points_per_txn: int = 96
+    errors_tolerance: str = "none"
+    dead_letter_topic: str | None = None
+    fetch_timeout_s: float = 60.0
+
+    def transactional_id(self, target_topic: str, partition: int) -> str:
+        return f"{self.transactional_id_prefix}.{target_topic}.{partition}"
+
+
+@dataclass(frozen=True)
+class RangeSpec(InputPartition):
+    """Mirror source ``topic[partition]`` offsets ``[start, end)`` to ``target_topic``."""
+
+    topic: str
+    partition: int
+    target_topic: str
+    start: int
+    end: int
+    # largest record (key + value + headers) the target topic accepts; 0 = unknown
+    max_record_bytes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # InputPartition keeps a `value`; ours is the spec itself
+        object.__setattr__(self, "value", None)
+
+
+MIRROR_RESULT_SCHEMA = (
+    "topic string, partition int, target_topic string, planned_start long, planned_end long, "
+    "resumed_from long, position long, records long, bytes long, transactions int, "
+    "syncs int, lost long, lost_from long, lost_to long, dead_lettered long, error string"
+)

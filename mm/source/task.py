@@ -1,0 +1,497 @@
+"""Mirrors one source partition range into the target, exactly once.
+
+Runs inside a Spark Python worker (called from the data source's ``read``);
+records never enter the JVM.
+
+How exactly-once works
+----------------------
+* Each target partition has one transactional producer whose
+  ``transactional.id`` is derived from the flow, target topic and partition.
+  ``init_transactions`` fences any older producer with the same id (a zombie
+  task, a killed process, a second instance of the job) and aborts whatever it
+  left open, so at most one writer per partition can commit.
+* After fencing, the task reads the *truth* from the target: the offset the
+  flow's state group has committed for ``(target topic, partition)`` is the next
+  source offset to mirror. That offset is committed in the **same transaction**
+  as the records (``send_offsets_to_transaction``), so records and position
+  move together or not at all. Spark's own checkpoint only plans ranges; a
+  range that the target already holds is skipped, one it does not hold is
+  mirrored from the committed position, whatever Spark remembers.
+* Offset syncs: with ``offset-syncs.topic.location=target`` they are written in
+  the same transaction. On the source (the default) they are written right after
+  the commit; the syncs of each transaction are also kept in the committed
+  offset's metadata, and a task that does not know whether the previous
+  transaction's syncs reached the source writes them again first. Duplicated
+  syncs are harmless to readers (same pairs).
+
+A zombie that was fenced fails at its next transactional call and its open
+transaction is aborted by the broker; it can never commit, so the target never
+holds a record twice.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from mm_client.records import OffsetSync
+
+from mm.errors import KafkaOperationError, MirrorError
+from mm.kafka.errors import wrap
+from mm.source.runs import RunTracker
+from mm.source.spec import FlowRuntime, RangeSpec
+from mm.source.state import decode_state, encode_state
+
+# (flow prefix, target topic, partition) -> batch id whose source-side syncs this
+# worker process wrote; lets a task skip re-writing them (see module docstring)
+_SYNCS_WRITTEN: dict[tuple[str, str, int], str] = {}
+
+_CONSUME_BATCH = 5000
+
+
+class RecordTooLargeError(MirrorError):
+    pass
+
+
+@dataclass
+class RangeResult:
+    topic: str
+    partition: int
+    target_topic: str
+    planned_start: int
+    planned_end: int
+    resumed_from: int = -1
+    position: int = -1
+    records: int = 0
+    bytes: int = 0
+    transactions: int = 0
+    syncs: int = 0
+    lost: int = 0
+    lost_from: int = -1
+    lost_to: int = -1
+    dead_lettered: int = 0
+    error: str | None = None
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.topic,
+            self.partition,
+            self.target_topic,
+            self.planned_start,
+            self.planned_end,
+            self.resumed_from,
+            self.position,
+            self.records,
+            self.bytes,
+            self.transactions,
+            self.syncs,
+            self.lost,
+            self.lost_from,
+            self.lost_to,
+            self.dead_lettered,
+            self.error,
+        )
+
+
+def _producer_conf(rt: FlowRuntime, spec: RangeSpec) -> dict[str, Any]:
+    conf = dict(rt.target_producer)
+    conf.update(
+        {
+            "transactional.id": rt.transactional_id(spec.target_topic, spec.partition),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": conf.get("linger.ms", 5),
+            "batch.size": conf.get("batch.size", 1_000_000),
+            "queue.buffering.max.messages": conf.get("queue.buffering.max.messages", 500_000),
+            "queue.buffering.max.kbytes": conf.get("queue.buffering.max.kbytes", 1_048_576),
+            # the broker, not the client, decides what is too large; we pre-check
+            # against the target topic's limit to name the record
+            "message.max.bytes": conf.get("message.max.bytes", 100_000_000),
+            "transaction.timeout.ms": conf.get("transaction.timeout.ms", 120_000),
+        }
+    )
+    return conf
+
+
+def _consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
+    conf = dict(rt.source_consumer)
+    conf.update(
+        {
+            "group.id": rt.state_group,  # never joins: assign() only, no commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            # data deleted before it was mirrored: start at the log start and
+            # report the loss (detected below), never stall
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": conf.get("fetch.max.bytes", 52_428_800),
+            "max.partition.fetch.bytes": conf.get("max.partition.fetch.bytes", 10_485_760),
+            "queued.min.messages": conf.get("queued.min.messages", 200_000),
+        }
+    )
+    return conf
+
+
+def read_state(rt: FlowRuntime, spec: RangeSpec, timeout: float = 30.0) -> tuple[int, str | None]:
+    """Committed (next source offset, metadata) for the range's target partition."""
+    consumer = Consumer(
+        {**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False}
+    )
+    try:
+        tp = consumer.committed([TopicPartition(spec.target_topic, spec.partition)], timeout)[0]
+        if tp.error is not None:
+            raise KafkaOperationError(
+                f"read mirror state of {spec.target_topic}[{spec.partition}]: {tp.error}",
+                code=tp.error.name() if hasattr(tp.error, "name") else None,
+            )
+        return tp.offset, tp.metadata
+    except KafkaException as exc:
+        raise wrap(exc, f"read mirror state of {spec.target_topic}[{spec.partition}]") from exc
+    finally:
+        consumer.close()
+
+
+def _write_source_syncs(
+    rt: FlowRuntime, producer: Producer | None, spec: RangeSpec, syncs: list[tuple[int, int]]
+) -> Producer:
+    if producer is None:
+        producer = Producer({**rt.source_producer, "enable.idempotence": True, "acks": "all"})
+    for u, d in syncs:
+        s = OffsetSync(spec.topic, spec.partition, u, d)
+        producer.produce(rt.offset_syncs_topic, s.value_bytes(), s.key_bytes(), partition=0)
+    remaining = producer.flush(30)
+    if remaining:
+        raise KafkaOperationError(
+            f"{remaining} offset syncs for {spec.topic}[{spec.partition}] not acknowledged "
+            f"by {rt.offset_syncs_topic} within 30s",
+            code="_TIMED_OUT",
+            retriable=True,
+        )
+    return producer
+
+
+class _Delivery:
+    """Captures the target offset of a transaction's first record.
+
+    The rest follow contiguously: one transactional producer per target
+    partition, and (as with MM2) nothing else writes to mirrored topics.
+    """
+
+    __slots__ = ("error", "first")
+
+    def __init__(self) -> None:
+        self.first = -1
+        self.error: KafkaError | None = None
+
+    def on_first(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.error = err
+        else:
+            self.first = msg.offset() or 0
+
+
+def mirror_range(
+    rt: FlowRuntime, spec: RangeSpec, log: Callable[..., None] | None = None
+) -> RangeResult:
+    """Mirror ``spec`` and return what happened. Raises on errors that stop the partition."""
+    result = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
+    key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
+    producer = Producer(_producer_conf(rt, spec))
+    source_sync_producer: Producer | None = None
+    consumer: Consumer | None = None
+    try:
+        try:
+            producer.init_transactions(60)
+        except KafkaException as exc:
+            raise wrap(exc, f"init transactions for {spec.target_topic}[{spec.partition}]") from exc
+        committed, metadata = read_state(rt, spec)
+        state = decode_state(metadata)
+        if (
+            state is not None
+            and not rt.offset_syncs_on_target
+            and _SYNCS_WRITTEN.get(key) != state[0]
+            and state[1]
+        ):
+            # the last committed transaction's syncs may not have reached the source
+            source_sync_producer = _write_source_syncs(rt, None, spec, state[1])
+            _SYNCS_WRITTEN[key] = state[0]
+        start = committed if committed >= 0 else spec.start
+        result.resumed_from = start
+        result.position = start
+        if start >= spec.end:
+            return result
+        consumer = Consumer(_consumer_conf(rt))
+        consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
+        group_meta = Consumer(
+            {**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False}
+        )
+        try:
+            _mirror_loop(
+                rt,
+                spec,
+                producer,
+                consumer,
+                group_meta.consumer_group_metadata(),
+                result,
+                key,
+                start,
+                log,
+            )
+        finally:
+            group_meta.close()
+        return result
+    finally:
+        if consumer is not None:
+            consumer.close()
+        if source_sync_producer is not None:
+            source_sync_producer.flush(10)
+
+
+def _mirror_loop(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    producer: Producer,
+    consumer: Consumer,
+    group_metadata: Any,
+    result: RangeResult,
+    key: tuple[str, str, int],
+    start: int,
+    log: Callable[..., None] | None,
+) -> None:
+    topic, partition, target_topic, end = spec.topic, spec.partition, spec.target_topic, spec.end
+    produce = producer.produce
+    poll = producer.poll
+    max_bytes = spec.max_record_bytes
+    max_records, max_points = rt.max_records_per_txn, rt.max_sync_points_per_txn
+    # next source offset not yet accounted for: past the last mirrored record,
+    # or past a gap the fetch proved (EOF, or a record at/after the range end)
+    expected = start
+    first_event = True
+    done = False
+    idle_since = time.monotonic()
+    source_sync_producer: Producer | None = None
+
+    while not done:
+        tracker = RunTracker()
+        delivery = _Delivery()
+        txn_bytes = 0
+        full = False
+        while not done and not full:
+            msgs = consumer.consume(_CONSUME_BATCH, 0.5)
+            if not msgs:
+                if time.monotonic() - idle_since > rt.fetch_timeout_s:
+                    raise KafkaOperationError(
+                        f"no data from {topic}[{partition}] at offset {expected} for "
+                        f"{rt.fetch_timeout_s:.0f}s although the planner saw data up to {end}",
+                        code="_TIMED_OUT",
+                        retriable=True,
+                    )
+                continue
+            idle_since = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
+                if first_event:
+                    first_event = False
+                    if off > expected:
+                        _check_loss(consumer, topic, partition, expected, off, result, log)
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        # end of what is readable now (log end or last stable offset)
+                        expected = max(expected, min(off, end))
+                        done = True
+                        break
+                    raise wrap(KafkaException(err), f"fetch {topic}[{partition}]")
+                if off >= end:
+                    expected = end
+                    done = True
+                    break
+                value = m.value()
+                k = m.key()
+                size = (len(value) if value else 0) + (len(k) if k else 0)
+                if max_bytes and size > max_bytes:
+                    raise RecordTooLargeError(
+                        f"record {topic}[{partition}]@{off} is {size} bytes; target topic "
+                        f"{target_topic} accepts at most {max_bytes} (max.message.bytes). "
+                        "Nothing from this offset on is mirrored for this partition"
+                    )
+                if tracker.count == 0:
+                    producer.begin_transaction()
+                    cb: Callable[..., None] | None = delivery.on_first
+                else:
+                    cb = None
+                ts = m.timestamp()[1]
+                headers = m.headers()
+                while True:
+                    try:
+                        if cb is None:
+                            produce(
+                                target_topic, value, k, partition, timestamp=ts, headers=headers
+                            )
+                        else:
+                            produce(
+                                target_topic,
+                                value,
+                                k,
+                                partition,
+                                on_delivery=cb,
+                                timestamp=ts,
+                                headers=headers,
+                            )
+                        break
+                    except BufferError:
+                        poll(0.05)
+                tracker.add(off)
+                txn_bytes += size
+                expected = off + 1
+                if off == end - 1:
+                    done = True
+                    break
+                if tracker.count >= max_records or tracker.points >= max_points:
+                    full = True
+                    break
+            poll(0)
+        if tracker.count == 0:
+            if result.lost and expected > start:
+                # persist the jump over lost data so it is reported once
+                _commit_position_only(producer, group_metadata, spec, expected)
+            result.position = expected
+            break
+        source_sync_producer = _commit(
+            rt,
+            spec,
+            producer,
+            group_metadata,
+            tracker,
+            delivery,
+            expected,
+            key,
+            result,
+            source_sync_producer,
+            txn_bytes,
+        )
+        result.position = expected
+    if source_sync_producer is not None:
+        source_sync_producer.flush(10)
+
+
+def _commit_position_only(
+    producer: Producer, group_metadata: Any, spec: RangeSpec, position: int
+) -> None:
+    try:
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            [TopicPartition(spec.target_topic, spec.partition, position, metadata="")],
+            group_metadata,
+            60,
+        )
+        producer.commit_transaction(60)
+    except KafkaException as exc:
+        raise wrap(exc, f"commit position of {spec.target_topic}[{spec.partition}]") from exc
+
+
+def _check_loss(
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    expected: int,
+    first: int,
+    result: RangeResult,
+    log: Callable[..., None] | None,
+) -> None:
+    """A jump at the very start of a read is either a gap or data deleted before mirroring."""
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    except KafkaException as exc:
+        raise wrap(exc, f"log start of {topic}[{partition}]") from exc
+    if low > expected:
+        lost_to = min(low, first)
+        result.lost += lost_to - expected
+        result.lost_from = expected
+        result.lost_to = lost_to
+        if log is not None:
+            log(
+                "source data lost before it was mirrored",
+                topic=topic,
+                partition=partition,
+                lost_from=expected,
+                lost_to=lost_to,
+                lost=lost_to - expected,
+            )
+
+
+def _commit(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    producer: Producer,
+    group_metadata: Any,
+    tracker: RunTracker,
+    delivery: _Delivery,
+    next_pos: int,
+    key: tuple[str, str, int],
+    result: RangeResult,
+    source_sync_producer: Producer | None,
+    txn_bytes: int,
+) -> Producer | None:
+    where = f"{spec.target_topic}[{spec.partition}]"
+    remaining = producer.flush(120)
+    if remaining or delivery.error is not None or delivery.first < 0:
+        _abort(producer)
+        raise KafkaOperationError(
+            f"produce to {where} failed: "
+            f"{delivery.error.str() if delivery.error else f'{remaining} records unacknowledged'}",
+            code=delivery.error.name() if delivery.error else "_TIMED_OUT",
+        )
+    syncs = tracker.syncs(delivery.first)
+    batch_id = uuid.uuid4().hex[:12]
+    try:
+        if rt.offset_syncs_on_target:
+            for u, d in syncs:
+                s = OffsetSync(spec.topic, spec.partition, u, d)
+                producer.produce(rt.offset_syncs_topic, s.value_bytes(), s.key_bytes(), 0)
+        producer.send_offsets_to_transaction(
+            [
+                TopicPartition(
+                    spec.target_topic,
+                    spec.partition,
+                    next_pos,
+                    metadata=encode_state(batch_id, syncs),
+                )
+            ],
+            group_metadata,
+            60,
+        )
+        producer.commit_transaction(120)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if isinstance(err, KafkaError) and err.txn_requires_abort():
+            _abort(producer)
+        raise wrap(exc, f"commit transaction for {where}") from exc
+    result.records += tracker.count
+    result.bytes += txn_bytes
+    result.transactions += 1
+    result.syncs += len(syncs)
+    if not rt.offset_syncs_on_target:
+        source_sync_producer = _write_source_syncs(rt, source_sync_producer, spec, syncs)
+        _SYNCS_WRITTEN[key] = batch_id
+    return source_sync_producer
+
+
+def _abort(producer: Producer) -> None:
+    try:
+        producer.abort_transaction(30)
+    except KafkaException:
+        # fenced or fatal: the broker aborts the open transaction on its own
+        pass
