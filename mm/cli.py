@@ -18,6 +18,7 @@ from mm.errors import ConfigError, MirrorError, UsageError
 # (name, module, one-line help). Later issues add their commands here.
 COMMANDS: list[tuple[str, str, str]] = [
     ("embedded", "mm.commands.embedded", "start/stop local Kafka-compatible clusters (Tansu)"),
+    ("demo", "mm.commands.demo", "mirror a demo topic between two embedded clusters, then verify"),
     ("mirror", "mm.commands.mirror", "mirror every enabled flow X->Y on Spark (exactly once)"),
     (
         "config",

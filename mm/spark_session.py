@@ -8,6 +8,7 @@ the same environment as the driver (``PYSPARK_PYTHON``).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -27,7 +28,23 @@ DEFAULTS: dict[str, str] = {
 }
 
 
+def require_java() -> str:
+    """Path of the java binary Spark will use, or a clear error when there is none."""
+    from mm.errors import MirrorError
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        raise MirrorError(
+            "Java 17 or newer is required to run Spark but no java was found "
+            f"({'JAVA_HOME=' + home if home else 'not on PATH'}); install a JDK 17+ "
+            "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+    return java
+
+
 def build_spark(app_name: str, spark_conf: Mapping[str, str]) -> SparkSession:
+    require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
