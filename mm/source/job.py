@@ -23,6 +23,7 @@ from mm.errors import ConfigError, MirrorError
 from mm.kafka.errors import wrap
 from mm.logs import get_logger
 from mm.source.runtime import offset_syncs_topic
+from mm.source.topics import TopicMirrorPlanner
 
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
@@ -40,6 +41,26 @@ class FlowStats:
     lost_ranges: set[tuple[str, int, int, int]] = field(default_factory=set)
     errors: dict[tuple[str, int], str] = field(default_factory=dict)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Spark's durationMs per micro-batch (latestOffset, addBatch, triggerExecution, ...)
+    durations: list[dict[str, int]] = field(default_factory=list)
+    # source topic -> why it cannot be mirrored (e.g. target has fewer partitions)
+    failed_topics: dict[str, str] = field(default_factory=dict)
+
+
+def topic_planner(cfg: MirrorConfig, flow: FlowConfig) -> TopicMirrorPlanner:
+    """The flow's topic planner (the Spark source and the driver's check use the same)."""
+    return TopicMirrorPlanner(
+        cfg.cluster(flow.source).librdkafka("admin"),
+        cfg.cluster(flow.target).librdkafka("admin"),
+        topic_filter=flow.topic_filter,
+        config_filter=flow.config_property_filter,
+        policy=flow.policy(),
+        source_alias=flow.source,
+        target_alias=flow.target,
+        replication_factor=flow.replication_factor,
+        sync_configs=flow.sync_topic_configs_enabled,
+        log=get_logger("mm.mirror.planner", flow=flow.name),
+    )
 
 
 def ensure_topic(
@@ -154,6 +175,15 @@ def run_mirror(
             flow.offset_syncs_topic_replication_factor,
         )
 
+    # The Spark source plans in its own Python process, so topics it refuses (a
+    # target with fewer partitions) never reach the driver: check them here too,
+    # creating the target topics before the queries start.
+    failed_topics: dict[str, dict[str, str]] = {}
+    for flow in flows:
+        planner = topic_planner(cfg, flow)
+        planner.refresh()
+        failed_topics[flow.name] = dict(planner.failed)
+
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)
     stats: dict[str, FlowStats] = {}
@@ -161,7 +191,7 @@ def run_mirror(
     props_json = json.dumps(properties)
     max_per_partition = cfg.mm.get("mirror.max.records.per.partition.per.batch", "1000000")
     for flow in flows:
-        st = stats[flow.name] = FlowStats()
+        st = stats[flow.name] = FlowStats(failed_topics=failed_topics[flow.name])
         checkpoint = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
         df = (
             spark.readStream.format("mm_mirror")
@@ -194,6 +224,8 @@ def run_mirror(
                 q.awaitTermination()
         else:
             spark.streams.awaitAnyTermination()
+        for q, st in zip(queries, stats.values(), strict=True):
+            st.durations = [dict(p.get("durationMs", {})) for p in q.recentProgress]
         for q in queries:
             exc = q.exception()
             if exc is not None:
