@@ -223,7 +223,6 @@ def main() -> int:
         mirrored = stats["A->B"].records
         for d in stats["A->B"].durations:
             print("micro-batch durationMs:", d)
-        t_wall = time.perf_counter()
         if mirrored != args.records:
             print(f"ERROR: mirror copied {mirrored} records, expected {args.records}")
             return 1
