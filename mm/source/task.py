@@ -287,6 +287,7 @@ def _mirror_loop(
         tracker = RunTracker()
         delivery = _Delivery()
         txn_bytes = 0
+        in_txn = False
         full = False
         while not done and not full:
             msgs = consumer.consume(_CONSUME_BATCH, 0.5)
@@ -322,16 +323,37 @@ def _mirror_loop(
                 k = m.key()
                 size = (len(value) if value else 0) + (len(k) if k else 0)
                 if max_bytes and size > max_bytes:
-                    raise RecordTooLargeError(
+                    reason = (
                         f"record {topic}[{partition}]@{off} is {size} bytes; target topic "
-                        f"{target_topic} accepts at most {max_bytes} (max.message.bytes). "
-                        "Nothing from this offset on is mirrored for this partition"
+                        f"{target_topic} accepts at most {max_bytes} (max.message.bytes)"
                     )
-                if tracker.count == 0:
+                    if rt.errors_tolerance != "all" or not rt.dead_letter_topic:
+                        raise RecordTooLargeError(
+                            f"{reason}. Nothing from this offset on is mirrored for this "
+                            "partition (set errors.tolerance=all and "
+                            "errors.deadletterqueue.topic.name to divert such records)"
+                        )
+                    if not in_txn:
+                        producer.begin_transaction()
+                        in_txn = True
+                    _dead_letter(produce, poll, rt.dead_letter_topic, m, reason)
+                    result.dead_lettered += 1
+                    if log is not None:
+                        log(
+                            "record sent to the dead-letter topic",
+                            offset=off,
+                            size=size,
+                            dead_letter_topic=rt.dead_letter_topic,
+                        )
+                    expected = off + 1
+                    if off == end - 1:
+                        done = True
+                        break
+                    continue
+                if not in_txn:
                     producer.begin_transaction()
-                    cb: Callable[..., None] | None = delivery.on_first
-                else:
-                    cb = None
+                    in_txn = True
+                cb: Callable[..., None] | None = delivery.on_first if tracker.count == 0 else None
                 ts = m.timestamp()[1]
                 headers = m.headers()
                 while True:
@@ -363,7 +385,7 @@ def _mirror_loop(
                     full = True
                     break
             poll(0)
-        if tracker.count == 0:
+        if not in_txn:
             if result.lost and expected > start:
                 # persist the jump over lost data so it is reported once
                 _commit_position_only(producer, group_metadata, spec, expected)
@@ -385,6 +407,32 @@ def _mirror_loop(
         result.position = expected
     if source_sync_producer is not None:
         source_sync_producer.flush(10)
+
+
+def _dead_letter(
+    produce: Callable[..., None],
+    poll: Callable[[float], int],
+    dlq_topic: str,
+    m: Message,
+    reason: str,
+) -> None:
+    """Divert a record to the dead-letter topic, in the same transaction, with
+    Kafka Connect's error headers saying where it came from and why."""
+    # consumed messages carry headers as a list of pairs (order and duplicates kept)
+    headers: list[tuple[str, str | bytes | None]] = list(m.headers() or [])  # type: ignore[arg-type]
+    headers += [
+        ("__connect.errors.topic", str(m.topic())),
+        ("__connect.errors.partition", str(m.partition())),
+        ("__connect.errors.offset", str(m.offset())),
+        ("__connect.errors.exception.class.name", "mm.source.task.RecordTooLargeError"),
+        ("__connect.errors.exception.message", reason),
+    ]
+    while True:
+        try:
+            produce(dlq_topic, m.value(), m.key(), timestamp=m.timestamp()[1], headers=headers)
+            return
+        except BufferError:
+            poll(0.05)
 
 
 def _commit_position_only(
@@ -447,7 +495,7 @@ def _commit(
 ) -> Producer | None:
     where = f"{spec.target_topic}[{spec.partition}]"
     remaining = producer.flush(120)
-    if remaining or delivery.error is not None or delivery.first < 0:
+    if remaining or delivery.error is not None or (tracker.count and delivery.first < 0):
         _abort(producer)
         raise KafkaOperationError(
             f"produce to {where} failed: "
