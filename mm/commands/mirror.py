@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("mm.mirror.trigger.seconds", raw, "a number of seconds") from None
     stats = run_mirror(cfg, props, once=args.once, trigger_seconds=trigger, flows=flows)
     failed = {k: v for s in stats.values() for k, v in s.errors.items()}
-    if failed:
-        for (topic, partition), err in sorted(failed.items()):
-            print(f"stopped: {topic}[{partition}]: {err}")
-        return 1
-    return 0
+    failed_topics = {t: v for s in stats.values() for t, v in s.failed_topics.items()}
+    for topic, err in sorted(failed_topics.items()):
+        print(f"not mirrored: {topic}: {err}")
+    for (topic, partition), err in sorted(failed.items()):
+        print(f"stopped: {topic}[{partition}]: {err}")
+    return 1 if failed or failed_topics else 0

@@ -86,23 +86,11 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- planning (driver) ------------------------------------------------------
     def _planner_obj(self) -> Any:
         if self._planner is None:
-            from mm.logs import configure_logging, get_logger
-            from mm.source.topics import TopicMirrorPlanner
+            from mm.logs import configure_logging
+            from mm.source.job import topic_planner
 
             configure_logging()
-            flow, cfg = self._flow, self._config
-            self._planner = TopicMirrorPlanner(
-                cfg.cluster(flow.source).librdkafka("admin"),
-                cfg.cluster(flow.target).librdkafka("admin"),
-                topic_filter=flow.topic_filter,
-                config_filter=flow.config_property_filter,
-                policy=flow.policy(),
-                source_alias=flow.source,
-                target_alias=flow.target,
-                replication_factor=flow.replication_factor,
-                sync_configs=flow.sync_topic_configs_enabled,
-                log=get_logger("mm.mirror.planner", flow=flow.name),
-            )
+            self._planner = topic_planner(self._config, self._flow)
         return self._planner
 
     def _refresh_topics(self, force: bool = False) -> None:
