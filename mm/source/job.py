@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,6 +71,7 @@ def ensure_topic(
     where: str,
     replication_factor: int,
     timeout: float = 30.0,
+    config: dict[str, str] | None = None,
 ) -> None:
     """Create a one-partition compacted internal topic when it is missing."""
     admin = AdminClient(admin_conf)
@@ -79,7 +82,14 @@ def ensure_topic(
     if topic in md.topics and md.topics[topic].error is None:
         return
     fut = admin.create_topics(
-        [NewTopic(topic, 1, replication_factor, config=INTERNAL_TOPIC_CONFIG)],
+        [
+            NewTopic(
+                topic,
+                1,
+                replication_factor,
+                config=INTERNAL_TOPIC_CONFIG if config is None else config,
+            )
+        ],
         request_timeout=timeout,
     )[topic]
     try:
@@ -175,6 +185,15 @@ def run_mirror(
             flow.offset_syncs_topic_replication_factor,
         )
 
+        if flow.errors_tolerance == "all" and flow.errors_deadletterqueue_topic_name:
+            ensure_topic(
+                cfg.cluster(flow.target).librdkafka("admin"),
+                flow.errors_deadletterqueue_topic_name,
+                f"cluster {flow.target}",
+                flow.replication_factor,
+                config={"cleanup.policy": "delete"},
+            )
+
     # The Spark source plans in its own Python process, so topics it refuses (a
     # target with fewer partitions) never reach the driver: check them here too,
     # creating the target topics before the queries start.
@@ -186,12 +205,11 @@ def run_mirror(
 
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)
-    stats: dict[str, FlowStats] = {}
-    queries = []
     props_json = json.dumps(properties)
     max_per_partition = cfg.mm.get("mirror.max.records.per.partition.per.batch", "1000000")
-    for flow in flows:
-        st = stats[flow.name] = FlowStats(failed_topics=failed_topics[flow.name])
+    stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
+
+    def start(flow: FlowConfig) -> Any:
         checkpoint = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
         df = (
             spark.readStream.format("mm_mirror")
@@ -201,7 +219,7 @@ def run_mirror(
             .load()
         )
         writer = (
-            df.writeStream.foreachBatch(batch_handler(flow, st))
+            df.writeStream.foreachBatch(batch_handler(flow, stats[flow.name]))
             .option("checkpointLocation", str(checkpoint))
             .queryName(f"mirror {flow.name}")
         )
@@ -217,24 +235,91 @@ def run_mirror(
             checkpoint=str(checkpoint),
             spark_master=spark.sparkContext.master,
         )
-        queries.append(writer.start())
+        return writer.start()
+
+    retry_timeout = _seconds(cfg, "mirror.retry.timeout.seconds", 300.0)
+    stop = threading.Event()
+    restore = _stop_on_signals(stop, log)
+    active = {f.name: start(f) for f in flows}
+    by_name = {f.name: f for f in flows}
+    failing_since: dict[str, float] = {}
+    progress_at_start = {name: 0 for name in active}
+    backoff: dict[str, float] = {}
     try:
-        if once:
-            for q in queries:
-                q.awaitTermination()
-        else:
-            spark.streams.awaitAnyTermination()
-        for q, st in zip(queries, stats.values(), strict=True):
-            st.durations = [dict(p.get("durationMs", {})) for p in q.recentProgress]
-        for q in queries:
-            exc = q.exception()
-            if exc is not None:
-                raise MirrorError(f"query {q.name} failed: {_root_cause(exc)}")
+        while active and not stop.is_set():
+            for name, q in list(active.items()):
+                if q.isActive:
+                    continue
+                st = stats[name]
+                st.durations += [dict(p.get("durationMs", {})) for p in q.recentProgress]
+                exc = q.exception()
+                if exc is None:
+                    del active[name]  # --once: everything available was mirrored
+                    continue
+                # Restarting is safe: tasks resume from what the target holds. Back
+                # off so an unreachable cluster is not hammered; give up after a while.
+                now = time.monotonic()
+                if st.batches > progress_at_start[name]:
+                    failing_since.pop(name, None)
+                    backoff.pop(name, None)
+                since = failing_since.setdefault(name, now)
+                cause = _root_cause(exc)
+                if now - since >= retry_timeout:
+                    raise MirrorError(
+                        f"flow {name} kept failing for {now - since:.0f}s "
+                        f"(mm.mirror.retry.timeout.seconds={retry_timeout:.0f}): {cause}"
+                    )
+                delay = backoff[name] = min(60.0, backoff.get(name, 0.5) * 2)
+                log.error(
+                    "mirror query failed; restarting",
+                    flow=name,
+                    error=cause,
+                    retry_in_seconds=delay,
+                )
+                if stop.wait(delay):
+                    break
+                progress_at_start[name] = st.batches
+                active[name] = start(by_name[name])
+            stop.wait(0.5)
     finally:
-        for q in queries:
+        restore()
+        for q in active.values():
             if q.isActive:
                 q.stop()
+        if stop.is_set():
+            log.info("mirror stopped on request")
     return stats
+
+
+def _seconds(cfg: MirrorConfig, key: str, default: float) -> float:
+    raw = cfg.mm.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"mm.{key}", raw, "a number of seconds") from None
+    if value <= 0:
+        raise ConfigError(f"mm.{key}", raw, "a positive number of seconds")
+    return value
+
+
+def _stop_on_signals(stop: threading.Event, log: Any) -> Callable[[], None]:
+    """SIGTERM/SIGINT stop the queries cleanly (between micro-batches' polls)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("stop requested", signal=signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, prev in previous.items():
+            signal.signal(sig, prev)
+
+    return restore
 
 
 def _root_cause(exc: Any) -> str:

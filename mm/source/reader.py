@@ -185,12 +185,12 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except RecordTooLargeError as exc:
             # stops this partition only; the driver reports it every batch until fixed
             log.error("partition stopped", error=str(exc))
-            result = RangeResult(
+            result = exc.result or RangeResult(
                 partition.topic,
                 partition.partition,
                 partition.target_topic,
                 partition.start,
                 partition.end,
-                error=str(exc),
             )
+            result.error = str(exc)
         yield result.row()

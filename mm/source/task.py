@@ -61,7 +61,11 @@ _CONSUME_BATCH = 5000
 
 
 class RecordTooLargeError(MirrorError):
-    pass
+    """A record the target cannot take: the partition stops at it (nothing skipped)."""
+
+    def __init__(self, message: str, result: RangeResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass
@@ -280,6 +284,7 @@ def _mirror_loop(
     expected = start
     first_event = True
     done = False
+    stop_error: str | None = None
     idle_since = time.monotonic()
     source_sync_producer: Producer | None = None
 
@@ -328,11 +333,14 @@ def _mirror_loop(
                         f"{target_topic} accepts at most {max_bytes} (max.message.bytes)"
                     )
                     if rt.errors_tolerance != "all" or not rt.dead_letter_topic:
-                        raise RecordTooLargeError(
+                        # commit what precedes it, then stop this partition here
+                        stop_error = (
                             f"{reason}. Nothing from this offset on is mirrored for this "
                             "partition (set errors.tolerance=all and "
                             "errors.deadletterqueue.topic.name to divert such records)"
                         )
+                        done = True
+                        break
                     if not in_txn:
                         producer.begin_transaction()
                         in_txn = True
@@ -407,6 +415,8 @@ def _mirror_loop(
         result.position = expected
     if source_sync_producer is not None:
         source_sync_producer.flush(10)
+    if stop_error is not None:
+        raise RecordTooLargeError(stop_error, result)
 
 
 def _dead_letter(
