@@ -7,7 +7,17 @@ consumer applications use when they fail over from one cluster to another.
 
 __version__ = "0.1.0"
 
+from mm_client.checkpoints_reader import CheckpointSnapshot, read_checkpoints
+from mm_client.cluster_errors import CheckpointsUnavailableError, ClusterUnavailableError
+from mm_client.consumers import (
+    assign_translated,
+    commit_group_offsets,
+    commit_translated,
+    seek_to_translated,
+)
 from mm_client.errors import KafkaOperationError, MirrorError, RecordDecodeError
+from mm_client.failover import FailoverPlan, plan_failover, translate_all, translate_offsets
+from mm_client.fallback import ApproximateOffset, TimestampTranslation, translate_by_timestamp
 from mm_client.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
@@ -16,10 +26,23 @@ from mm_client.policy import (
     would_cycle,
 )
 from mm_client.records import Checkpoint, Heartbeat, OffsetSync
+from mm_client.remote import (
+    checkpoint_topics,
+    heartbeat_topics,
+    remote_topics,
+    replication_hops,
+    upstream_clusters,
+)
+from mm_client.topic_partition import TopicPartition
 
 __all__ = [
+    "ApproximateOffset",
     "Checkpoint",
+    "CheckpointSnapshot",
+    "CheckpointsUnavailableError",
+    "ClusterUnavailableError",
     "DefaultReplicationPolicy",
+    "FailoverPlan",
     "Heartbeat",
     "IdentityReplicationPolicy",
     "KafkaOperationError",
@@ -27,7 +50,23 @@ __all__ = [
     "OffsetSync",
     "RecordDecodeError",
     "ReplicationPolicy",
+    "TimestampTranslation",
+    "TopicPartition",
     "__version__",
+    "assign_translated",
+    "checkpoint_topics",
+    "commit_group_offsets",
+    "commit_translated",
+    "heartbeat_topics",
+    "plan_failover",
     "policy_from_class_name",
+    "read_checkpoints",
+    "remote_topics",
+    "replication_hops",
+    "seek_to_translated",
+    "translate_all",
+    "translate_by_timestamp",
+    "translate_offsets",
+    "upstream_clusters",
     "would_cycle",
 ]

@@ -1,0 +1,216 @@
+"""Talking to one cluster from a librdkafka property dict: configs, deadlines, errors.
+
+Every failover function takes ``config``, the librdkafka properties of one
+cluster (``{"bootstrap.servers": "b1:9092", "security.protocol": ...}``). Like
+MM2's ``RemoteClusterUtils``, which reads the replication policy from the same
+properties, the MM2 keys ``replication.policy.class``,
+``replication.policy.separator``,
+``replication.policy.internal.topic.separator.enabled`` and
+``source.cluster.alias`` may be included: they are taken out before the dict
+reaches librdkafka (which would reject them) and select the policy, unless the
+caller passes one explicitly.
+
+Helpers here never join a consumer group and never commit: throwaway consumers
+get a unique ``group.id`` only because librdkafka wants one.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mm_client.cluster_errors import ClusterUnavailableError
+from mm_client.errors import KafkaOperationError
+from mm_client.policy import DefaultReplicationPolicy, ReplicationPolicy, policy_from_class_name
+
+__all__ = [
+    "POLICY_KEYS",
+    "Deadline",
+    "ErrorTrail",
+    "admin_client",
+    "bootstrap_of",
+    "describe_exception",
+    "error_code",
+    "list_topic_names",
+    "prepare",
+    "throwaway_consumer_conf",
+    "wrap_kafka_exception",
+]
+
+POLICY_KEYS: Final = (
+    "replication.policy.class",
+    "replication.policy.separator",
+    "replication.policy.internal.topic.separator.enabled",
+    "source.cluster.alias",
+)
+
+# librdkafka codes that mean "the cluster did not answer", not "the cluster said no"
+UNREACHABLE_CODES: Final = frozenset(
+    {"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_MSG_TIMED_OUT"}
+)
+
+
+def prepare(
+    config: Mapping[str, Any], replication_policy: ReplicationPolicy | None = None
+) -> tuple[dict[str, Any], ReplicationPolicy]:
+    """Split ``config`` into librdkafka properties and the replication policy.
+
+    An explicit ``replication_policy`` wins over policy keys in ``config``; with
+    neither, MM2's default (``DefaultReplicationPolicy``, separator ``.``).
+    Raises ``ValueError`` when no bootstrap servers are configured.
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping of librdkafka properties, got {type(config)}")
+    conf = dict(config)
+    policy_props = {key: conf.pop(key) for key in POLICY_KEYS if key in conf}
+    if not (conf.get("bootstrap.servers") or conf.get("metadata.broker.list")):
+        raise ValueError("config has no bootstrap.servers")
+    if replication_policy is not None:
+        return conf, replication_policy
+    if not policy_props:
+        return conf, DefaultReplicationPolicy()
+    enabled = str(
+        policy_props.get("replication.policy.internal.topic.separator.enabled", "true")
+    ).strip()
+    policy = policy_from_class_name(
+        str(policy_props.get("replication.policy.class", "DefaultReplicationPolicy")),
+        str(policy_props.get("replication.policy.separator", ".")),
+        policy_props.get("source.cluster.alias"),
+        internal_topic_separator_enabled=enabled.lower() != "false",
+    )
+    return conf, policy
+
+
+def bootstrap_of(conf: Mapping[str, Any]) -> str:
+    """The bootstrap servers as configured, for error messages."""
+    return str(conf.get("bootstrap.servers") or conf.get("metadata.broker.list") or "?")
+
+
+class Deadline:
+    """A point in time ``timeout`` seconds from now (monotonic clock)."""
+
+    __slots__ = ("end", "timeout")
+
+    def __init__(self, timeout: float) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.end = time.monotonic() + self.timeout
+
+    def remaining(self, floor: float = 0.0) -> float:
+        """Seconds left, never below ``floor`` (librdkafka treats 0 as "don't wait")."""
+        return max(floor, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.end
+
+
+class ErrorTrail:
+    """An ``error_cb`` that remembers the last client error (and calls the user's one).
+
+    librdkafka reports "cannot connect" through ``error_cb`` only, so this is what
+    lets a timeout message say *why* the cluster did not answer.
+    """
+
+    __slots__ = ("_chained", "last")
+
+    def __init__(self, chained: Callable[[KafkaError], None] | None = None) -> None:
+        self._chained = chained
+        self.last: KafkaError | None = None
+
+    @classmethod
+    def install(cls, conf: dict[str, Any]) -> ErrorTrail:
+        """Replace ``conf["error_cb"]`` by a trail that still calls the original."""
+        trail = cls(conf.pop("error_cb", None))
+        conf["error_cb"] = trail
+        return trail
+
+    def __call__(self, err: KafkaError) -> None:
+        self.last = err
+        if self._chained is not None:
+            self._chained(err)
+
+    def describe(self) -> str:
+        return f" (last client error: {self.last.str()})" if self.last is not None else ""
+
+
+def throwaway_consumer_conf(conf: Mapping[str, Any], purpose: str) -> dict[str, Any]:
+    """Consumer properties for an assign()-only consumer that never commits.
+
+    The caller's ``group.id`` (that of their application, typically) is replaced
+    by a unique one: such a consumer must never touch a real group.
+    """
+    out = dict(conf)
+    for key in ("group.instance.id", "on_commit"):
+        out.pop(key, None)
+    out.update(
+        {
+            "group.id": f"__mm-client-{purpose}-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+        }
+    )
+    out.setdefault("client.id", f"mm-client-{purpose}")
+    return out
+
+
+def admin_client(conf: Mapping[str, Any]) -> AdminClient:
+    """An AdminClient from client properties (consumer-only keys dropped)."""
+    out = {
+        k: v
+        for k, v in conf.items()
+        if k not in ("group.id", "group.instance.id", "on_commit", "enable.auto.commit")
+    }
+    return AdminClient(out)
+
+
+def wrap_kafka_exception(exc: BaseException, context: str) -> KafkaOperationError:
+    """A KafkaException as KafkaOperationError with the librdkafka code kept."""
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError):
+        return KafkaOperationError(
+            f"{context}: {err.str()}", code=err.name(), retriable=err.retriable()
+        )
+    return KafkaOperationError(f"{context}: {exc}")
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The librdkafka error code name of a KafkaException, if it carries one."""
+    err = exc.args[0] if exc.args else None
+    return err.name() if isinstance(err, KafkaError) else None
+
+
+def list_topic_names(config: Mapping[str, Any], timeout: float) -> set[str]:
+    """Names of all topics on the cluster (as MM2's ``listTopics``: internal ones excluded).
+
+    Raises :class:`ClusterUnavailableError` if the cluster does not answer within
+    ``timeout`` seconds.
+    """
+    deadline = Deadline(timeout)
+    bootstrap = bootstrap_of(config)
+    conf = dict(config)
+    trail = ErrorTrail.install(conf)
+    admin = admin_client(conf)
+    try:
+        metadata = admin.list_topics(timeout=deadline.remaining(0.001))
+    except KafkaException as exc:
+        raise ClusterUnavailableError(
+            f"cluster {bootstrap} did not return topic metadata within {timeout:g}s: "
+            f"{describe_exception(exc)}{trail.describe()}",
+            bootstrap_servers=bootstrap,
+            code=error_code(exc),
+        ) from exc
+    # Kafka's own internal topics (__consumer_offsets, __transaction_state) are not listed
+    return {name for name in metadata.topics if not name.startswith("__")}
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The librdkafka error text of a KafkaException (``str(exc)`` otherwise)."""
+    err = exc.args[0] if exc.args else None
+    return err.str() if isinstance(err, KafkaError) else str(exc)
