@@ -237,6 +237,8 @@ def mirror_range(
         if start >= spec.end:
             return result
         consumer = Consumer(_consumer_conf(rt))
+        # metadata first: a fetch assigned before the leader is known waits ~0.5 s for it
+        consumer.list_topics(spec.topic, timeout=30)
         consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
         group_meta = Consumer(
             {**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False}
@@ -295,7 +297,8 @@ def _mirror_loop(
         in_txn = False
         full = False
         while not done and not full:
-            msgs = consumer.consume(_CONSUME_BATCH, 0.5)
+            # short wait: consume() waits out its timeout even after the EOF event
+            msgs = consumer.consume(_CONSUME_BATCH, 0.02)
             if not msgs:
                 if time.monotonic() - idle_since > rt.fetch_timeout_s:
                     raise KafkaOperationError(
