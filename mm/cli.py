@@ -25,6 +25,12 @@ COMMANDS: list[tuple[str, str, str]] = [
         "mm.commands.config",
         "validate a connect-mirror-maker.properties file and show the effective settings",
     ),
+    (
+        "checkpoint",
+        "mm.commands.checkpoint",
+        "translate consumer-group offsets into MM2 checkpoints on the target (exact)",
+    ),
+    ("translate", "mm.commands.translate", "print a group's translated offsets on the target"),
 ]
 
 DEFAULT_STATE_DIR_HELP = "./mm-state"

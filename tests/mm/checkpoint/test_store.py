@@ -78,7 +78,7 @@ def test_duplicates_ignored_and_rewind_drops_stale() -> None:
 @pytest.mark.parametrize("seed", range(60))
 def test_random_layouts_exact_and_prune_keeps_exactness(seed: int) -> None:
     rng = random.Random(seed)
-    layout = []
+    layout: list[int] = []
     u = rng.randrange(0, 5)
     while len(layout) < 300:
         if rng.random() < 0.1:

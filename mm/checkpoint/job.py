@@ -1,0 +1,139 @@
+"""Runs the checkpoint job: one Spark streaming query per flow that emits checkpoints.
+
+Each query reads the flow's offset-syncs topic (:mod:`mm.checkpoint.reader`) and
+hands every micro-batch to the flow's :class:`~mm.checkpoint.emitter.FlowCheckpointer`
+on the driver (``foreachBatch``), which feeds the store, translates the source
+groups' offsets and writes checkpoints.
+
+* Continuous: processing-time trigger every ``emit.checkpoints.interval.seconds``.
+  Spark runs no micro-batch when no new sync arrived, yet groups keep moving, so
+  the driver also runs a round whenever a flow's interval passed without one.
+* ``--once``: Spark's available-now trigger reads the syncs present now; then one
+  round translates and emits, and the job exits.
+
+Restarts: the snapshot (``store.json``) is the job's only durable state. It
+records where reading of the offset-syncs topic stopped, and the query starts
+there; Spark's own checkpoint directory is wiped at start so it can never
+disagree with the snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+from mm.checkpoint.emitter import CheckpointStats, FlowCheckpointer
+from mm.config import FlowConfig, MirrorConfig
+from mm.errors import ConfigError, MirrorError
+from mm.logs import get_logger
+
+
+def run_checkpoint(
+    cfg: MirrorConfig, *, once: bool, flows: list[FlowConfig] | None = None
+) -> dict[str, tuple[CheckpointStats, bool]]:
+    """Run the flows' checkpoint queries; returns per flow (stats, last round ok)."""
+    from mm.checkpoint.reader import (
+        OPTION_CONSUMER,
+        OPTION_MAX_PER_BATCH,
+        OPTION_START,
+        OPTION_TOPIC,
+        OffsetSyncsDataSource,
+    )
+    from mm.spark_session import build_spark
+
+    log = get_logger("mm.checkpoint")
+    flows = flows if flows is not None else cfg.enabled_flows()
+    if not flows:
+        raise ConfigError(
+            "clusters",
+            ",".join(cfg.clusters),
+            "at least one enabled flow (e.g. A->B.enabled = true)",
+        )
+    active = [f for f in flows if f.emit_checkpoints_enabled]
+    for f in flows:
+        if not f.emit_checkpoints_enabled:
+            log.info("checkpoints disabled for flow", flow=f.name)
+    if not active:
+        return {}
+    workers = [FlowCheckpointer(cfg, f, once=once) for f in active]
+    for w in workers:
+        w.start()
+
+    spark = build_spark("mm-checkpoint", cfg.spark)
+    spark.dataSource.register(OffsetSyncsDataSource)
+    max_per_batch = cfg.mm.get("checkpoint.max.syncs.per.batch", "200000")
+    queries: list[Any] = []
+    try:
+        for w in workers:
+            spark_dir = w.dir / "spark"
+            shutil.rmtree(spark_dir, ignore_errors=True)  # the snapshot says where to start
+            df = (
+                spark.readStream.format("mm_offset_syncs")
+                .option(OPTION_CONSUMER, json.dumps(w.syncs_consumer_conf))
+                .option(OPTION_TOPIC, w.syncs_topic)
+                .option(OPTION_START, json.dumps(w.snap.syncs_next))
+                .option(OPTION_MAX_PER_BATCH, max_per_batch)
+                .load()
+            )
+            writer = (
+                df.writeStream.foreachBatch(w.on_batch)
+                .option("checkpointLocation", str(spark_dir))
+                .queryName(f"checkpoint {w.flow.name}")
+            )
+            interval = w.flow.emit_checkpoints_interval_seconds
+            writer = (
+                writer.trigger(availableNow=True)
+                if once
+                else writer.trigger(processingTime=f"{interval} seconds")
+            )
+            log.info(
+                "checkpoint job starting",
+                flow=w.flow.name,
+                once=once,
+                offset_syncs_topic=w.syncs_topic,
+                checkpoints_topic=w.checkpoints_topic,
+                start=w.snap.syncs_next,
+            )
+            queries.append(writer.start())
+        if once:
+            for q in queries:
+                _await(q)
+            return {w.flow.name: (w.stats, w.tick(final=True)) for w in workers}
+        _run_continuous(queries, workers)
+        return {w.flow.name: (w.stats, True) for w in workers}
+    finally:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+        for w in workers:
+            w.close()
+
+
+def _await(q: Any, timeout: float | None = None) -> bool:
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        return bool(q.awaitTermination(timeout) if timeout is not None else q.awaitTermination())
+    except StreamingQueryException as exc:
+        raise MirrorError(f"query {q.name} failed: {_root_cause(exc)}") from exc
+
+
+def _run_continuous(queries: list[Any], workers: list[FlowCheckpointer]) -> None:
+    step = max(0.2, min(1.0, *(w.flow.emit_checkpoints_interval_seconds for w in workers)))
+    while True:
+        for q in queries:
+            if not q.isActive:
+                _await(q, 0)
+                raise MirrorError(f"query {q.name} stopped")
+        _await(queries[0], step)
+        for w in workers:
+            w.tick_if_due()
+
+
+def _root_cause(exc: Any) -> str:
+    text = str(exc)
+    for line in reversed(text.splitlines()):
+        if "Error:" in line and ("mm." in line or "Kafka" in line or "Mirror" in line):
+            return line.strip()
+    return text.splitlines()[0] if text else repr(exc)

@@ -1,0 +1,108 @@
+"""`mm translate`: a consumer group's offsets on the target, from the checkpoints topic.
+
+Reads ``<source>.checkpoints.internal`` on the flow's target once with the
+failover client's reader (:func:`mm_client.read_checkpoints`, what
+``mm_client.translate_offsets`` uses; MM2's RemoteClusterUtils.translateOffsets
+semantics) and prints, per target partition, the offset the group should resume
+from on the target, with the source offset it was translated from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mm.config import load_config
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--config",
+        required=True,
+        metavar="FILE",
+        help="connect-mirror-maker.properties (MM2 format)",
+    )
+    parser.add_argument("--group", required=True, help="consumer group to translate")
+    parser.add_argument(
+        "--flow",
+        metavar="SRC->TGT",
+        help="flow whose checkpoints to read (default: the only enabled flow)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to read the checkpoints topic to its end (default 30)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mm_client.checkpoints_reader import read_checkpoints
+
+    from mm.errors import ConfigError, UsageError
+
+    cfg = load_config(args.config)
+    if args.flow:
+        source, sep, target = args.flow.partition("->")
+        try:
+            if not sep:
+                raise KeyError(args.flow)
+            flow = cfg.flow(source.strip(), target.strip())
+        except KeyError:
+            names = sorted(f.name for f in cfg.flows)
+            raise ConfigError("--flow", args.flow, f"one of the configured flows {names}") from None
+    else:
+        enabled = cfg.enabled_flows()
+        if len(enabled) != 1:
+            names = sorted(f.name for f in enabled)
+            raise UsageError(
+                f"--flow is required: {len(enabled)} enabled flows ({', '.join(names) or 'none'})"
+            )
+        flow = enabled[0]
+    policy = flow.policy()
+    topic = policy.checkpoints_topic(flow.source)
+    group = args.group
+    snap = read_checkpoints(
+        cfg.cluster(flow.target).librdkafka("consumer"),
+        flow.source,
+        lambda g: g == group,
+        args.timeout,
+        replication_policy=policy,
+    )
+    found = snap.checkpoints(group)
+    rows = sorted(found.values(), key=lambda c: (c.topic, c.partition))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "group": args.group,
+                    "flow": flow.name,
+                    "cluster": flow.target,
+                    "checkpoints_topic": topic,
+                    "offsets": [
+                        {
+                            "topic": c.topic,
+                            "partition": c.partition,
+                            "offset": c.downstream_offset,
+                            "upstream_offset": c.upstream_offset,
+                            "metadata": c.metadata,
+                        }
+                        for c in rows
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for c in rows:
+            print(f"{c.topic}\t{c.partition}\t{c.downstream_offset}")
+    if not rows:
+        print(
+            f"mm translate: no checkpoints for group {args.group!r} in {topic} on {flow.target}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
