@@ -31,6 +31,7 @@ COMMANDS: list[tuple[str, str, str]] = [
         "translate consumer-group offsets into MM2 checkpoints on the target (exact)",
     ),
     ("translate", "mm.commands.translate", "print a group's translated offsets on the target"),
+    ("failover", "mm.commands.failover", "move idle consumer groups to their translated offsets"),
 ]
 
 DEFAULT_STATE_DIR_HELP = "./mm-state"

@@ -159,15 +159,10 @@ def run_mirror(
     trigger_seconds: float,
     flows: list[FlowConfig] | None = None,
 ) -> dict[str, FlowStats]:
-    """Start the flows' queries and wait; returns per-flow stats (when ``once``)."""
-    from mm.source.reader import (
-        OPTION_FLOW,
-        OPTION_MAX_PER_PARTITION,
-        OPTION_PROPERTIES,
-        MirrorDataSource,
-    )
-    from mm.spark_session import build_spark
+    """Start the flows' queries and wait; returns per-flow stats (when ``once``).
 
+    Refuses (MirrorError) when another process mirrors one of the flows with the
+    same state dir (see :func:`lock_flow_state`)."""
     log = get_logger("mm.mirror")
     flows = flows if flows is not None else cfg.enabled_flows()
     if not flows:
@@ -176,6 +171,63 @@ def run_mirror(
             ",".join(cfg.clusters),
             "at least one enabled flow (e.g. A->B.enabled = true)",
         )
+    locks: list[Any] = []
+    try:
+        for flow in flows:
+            locks.append(lock_flow_state(cfg, flow))
+        return _run_flows(cfg, properties, flows, once, trigger_seconds, log)
+    finally:
+        for lock in locks:
+            lock.close()  # closing the file releases its lock
+
+
+def lock_flow_state(cfg: MirrorConfig, flow: FlowConfig) -> Any:
+    """Take the flow's state lock, or refuse: one running mirror per flow and state dir.
+
+    Two mirrors of one flow sharing a Spark checkpoint keep failing each other's
+    micro-batches. The lock is an ``flock`` on ``<state dir>/mirror/<src>-<tgt>.lock``
+    (holding our pid for the message): the kernel drops it when the process dies,
+    even by kill -9, so a crashed run never blocks its restart. Returns the open
+    file; closing it releases the lock.
+    """
+    import fcntl
+
+    path = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")  # kept open while the mirror runs
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise MirrorError(
+            f"flow {flow.name} is already being mirrored with state dir {cfg.state_dir} "
+            f"(process {holder} holds {path}); stop that mirror first, or give this one "
+            "its own mm.state.dir"
+        ) from None
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def _run_flows(
+    cfg: MirrorConfig,
+    properties: dict[str, str],
+    flows: list[FlowConfig],
+    once: bool,
+    trigger_seconds: float,
+    log: Any,
+) -> dict[str, FlowStats]:
+    from mm.source.reader import (
+        OPTION_FLOW,
+        OPTION_MAX_PER_PARTITION,
+        OPTION_PROPERTIES,
+        MirrorDataSource,
+    )
+    from mm.spark_session import build_spark
+
     for flow in flows:
         where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
         ensure_topic(
@@ -280,7 +332,7 @@ def run_mirror(
                     break
                 progress_at_start[name] = st.batches
                 active[name] = start(by_name[name])
-            stop.wait(0.5)
+            stop.wait(0.1)
     finally:
         restore()
         for q in active.values():
@@ -326,7 +378,9 @@ def _root_cause(exc: Any) -> str:
     text = str(exc)
     # surface our own error line from the Python worker traceback when present
     for line in reversed(text.splitlines()):
-        if "Error:" in line and ("mm." in line or "Kafka" in line or "Mirror" in line):
+        if ("Error:" in line or "Exception:" in line) and (
+            "mm." in line or "Kafka" in line or "Mirror" in line
+        ):
             return line.strip()
     return text.splitlines()[0] if text else repr(exc)
 

@@ -180,8 +180,16 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             topic=partition.topic,
             partition=partition.partition,
         )
+        started = time.monotonic()
+        log.debug("range started", start=partition.start, end=partition.end)
         try:
             result = mirror_range(self.runtime, partition, log=log.warning)
+            log.debug(
+                "range mirrored",
+                records=result.records,
+                transactions=result.transactions,
+                seconds=round(time.monotonic() - started, 3),
+            )
         except RecordTooLargeError as exc:
             # stops this partition only; the driver reports it every batch until fixed
             log.error("partition stopped", error=str(exc))

@@ -296,6 +296,12 @@ def _mirror_loop(
         txn_bytes = 0
         in_txn = False
         full = False
+        # the open run of consecutive offsets, handed to the tracker when it ends
+        # (plain integers here: this loop runs once per record)
+        n = 0
+        run_start = last_off = -2
+        run_len = 0
+        points = 0
         while not done and not full:
             # short wait: consume() waits out its timeout even after the EOF event
             msgs = consumer.consume(_CONSUME_BATCH, 0.02)
@@ -364,7 +370,7 @@ def _mirror_loop(
                 if not in_txn:
                     producer.begin_transaction()
                     in_txn = True
-                cb: Callable[..., None] | None = delivery.on_first if tracker.count == 0 else None
+                cb: Callable[..., None] | None = delivery.on_first if n == 0 else None
                 ts = m.timestamp()[1]
                 headers = m.headers()
                 while True:
@@ -386,16 +392,30 @@ def _mirror_loop(
                         break
                     except BufferError:
                         poll(0.05)
-                tracker.add(off)
+                    except KafkaException as exc:
+                        # typically fenced: another task took this transactional.id
+                        # (a retry, or a second mirror of the flow running)
+                        raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
+                if off != last_off + 1:
+                    if run_len:
+                        tracker.add_contiguous(run_start, run_len)
+                    run_start = off
+                    run_len = 0
+                    points += 2
+                run_len += 1
+                last_off = off
+                n += 1
                 txn_bytes += size
                 expected = off + 1
                 if off == end - 1:
                     done = True
                     break
-                if tracker.count >= max_records or tracker.points >= max_points:
+                if n >= max_records or points >= max_points:
                     full = True
                     break
             poll(0)
+        if run_len:
+            tracker.add_contiguous(run_start, run_len)
         if not in_txn:
             if result.lost and expected > start:
                 # persist the jump over lost data so it is reported once

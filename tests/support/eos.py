@@ -1,0 +1,575 @@
+"""Helpers for the exactly-once mirror tests: a raw log reader, a background
+producer with offset gaps, and whole-run process control (kill -9, leftovers).
+
+Why a raw log reader
+--------------------
+A ``read_committed`` consumer relies on the broker to list the aborted
+transactions of each fetched range (FetchResponse ``aborted_transactions``).
+Tansu 0.6.0 never lists them: records of an aborted transaction that reached
+the broker before the abort (an explicit abort after a flush, or the implicit
+abort when ``init_transactions`` fences a killed producer) are served to
+``read_committed`` consumers as if committed. Measured:
+
+    begin; produce x; flush; abort  ->  read_committed still returns x
+
+So on Tansu the target seen through a consumer shows every record of every
+transaction a killed mirror left open. :func:`read_log` fetches the partition
+``read_uncommitted`` with its control batches (transaction markers) and
+:func:`committed_view` applies Kafka's read_committed rule itself: a
+transactional batch is visible when the next marker of its producer id is a
+COMMIT. That is the target as Apache Kafka would serve it, on any broker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+# --- raw log reading (Fetch v4, record batches parsed by kafka-python) ----------------------
+
+_FETCH = 1
+_FETCH_VERSION = 4  # non-flexible; kept by Apache Kafka 4.x (KIP-896 drops v0-3 only)
+_READ_UNCOMMITTED = 0
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """One record batch as stored, control batches (markers) included."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    transactional: bool
+    control: bool
+    # for a control batch: True = ABORT marker, False = COMMIT marker
+    abort: bool
+    records: tuple[tuple[int, bytes | None, bytes | None], ...]  # (offset, key, value)
+
+
+@dataclass
+class PartitionLog:
+    batches: list[LogBatch]
+    high_watermark: int
+    last_stable_offset: int
+    # what the broker reported in FetchResponse.aborted_transactions (Tansu: nothing)
+    broker_aborted: list[tuple[int, int]]
+
+
+class _Conn:
+    def __init__(self, bootstrap: str, timeout: float) -> None:
+        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation = 0
+
+    def request(self, api_key: int, version: int, body: bytes) -> bytes:
+        self.correlation += 1
+        client = b"mm-test-log-reader"
+        header = struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client
+        msg = header + body
+        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
+        (size,) = struct.unpack(">i", self._read(4))
+        data = self._read(size)
+        (corr,) = struct.unpack(">i", data[:4])
+        if corr != self.correlation:
+            raise AssertionError(f"correlation id {corr}, expected {self.correlation}")
+        return data[4:]
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        out = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return out[0] if len(out) == 1 else out
+
+    def string(self) -> str:
+        n = self.take(">h")
+        s = self.data[self.pos : self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self.take(">i")
+        if n < 0:
+            return b""
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+
+def _fetch(
+    conn: _Conn, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int = 100
+) -> tuple[int, int, int, list[tuple[int, int]], bytes]:
+    t = topic.encode()
+    body = struct.pack(">iiiib", -1, wait_ms, 1, max_bytes, _READ_UNCOMMITTED)
+    body += struct.pack(">ih", 1, len(t)) + t
+    body += struct.pack(">iiqi", 1, partition, offset, max_bytes)
+    r = _Reader(conn.request(_FETCH, _FETCH_VERSION, body))
+    r.take(">i")  # throttle
+    if r.take(">i") != 1:
+        # Tansu answers a fetch with max_wait_ms 0 with no topics at all
+        return -1, -1, -1, [], b""
+    r.string()
+    parts = r.take(">i")
+    assert parts == 1, parts
+    r.take(">i")  # partition
+    error, hw, lso = r.take(">hqq")
+    n_aborted = r.take(">i")
+    aborted = [r.take(">qq") for _ in range(max(0, n_aborted))]
+    records = r.bytes_()
+    return error, hw, lso, aborted, records
+
+
+def read_log(bootstrap: str, topic: str, partition: int, timeout: float = 60.0) -> PartitionLog:
+    """Every batch of ``topic[partition]`` up to the high watermark, markers included."""
+    from kafka.record.memory_records import MemoryRecords
+
+    conn = _Conn(bootstrap, timeout)
+    deadline = time.monotonic() + timeout
+    batches: list[LogBatch] = []
+    broker_aborted: list[tuple[int, int]] = []
+    try:
+        offset = 0
+        while True:
+            error, hw, lso, aborted, raw = _fetch(conn, topic, partition, offset, 8 << 20)
+            if error:
+                raise AssertionError(f"fetch {topic}[{partition}]@{offset}: error code {error}")
+            broker_aborted += [tuple(a) for a in aborted]  # type: ignore[misc]
+            records = MemoryRecords(raw)
+            progressed = False
+            while records.has_next():
+                batch = records.next_batch()
+                if batch is None:
+                    break
+                if batch.last_offset < offset:
+                    continue
+                items = list(batch)
+                abort = False
+                recs: list[tuple[int, bytes | None, bytes | None]] = []
+                if batch.is_control_batch:
+                    # one control record: ABORT (type 0) or COMMIT (type 1)
+                    abort = bool(items) and bool(items[0].abort)
+                else:
+                    recs = [(r.offset, r.key, r.value) for r in items]
+                batches.append(
+                    LogBatch(
+                        batch.base_offset,
+                        batch.last_offset,
+                        batch.producer_id,
+                        bool(batch.is_transactional),
+                        bool(batch.is_control_batch),
+                        abort,
+                        tuple((o, k, v) for o, k, v in recs if o >= offset),
+                    )
+                )
+                offset = batch.last_offset + 1
+                progressed = True
+            if offset >= hw:
+                return PartitionLog(batches, hw, lso, broker_aborted)
+            if not progressed and time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{topic}[{partition}]: stuck at offset {offset} below high watermark {hw}"
+                )
+    finally:
+        conn.close()
+
+
+class TailWatch:
+    """Watches the tails of a topic's partitions: which have a transaction open now
+    (last stable offset below the high watermark). One connection, cheap fetches."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self._conn = _Conn(bootstrap, 30.0)
+        self._topic = topic
+        self._hw = dict.fromkeys(range(partitions), 0)
+
+    def open_transactions(self) -> list[int]:
+        out = []
+        for p, hw in self._hw.items():
+            error, new_hw, lso, _, _ = _fetch(self._conn, self._topic, p, hw, 1, wait_ms=1)
+            if error:
+                continue  # e.g. the target topic does not exist yet
+            self._hw[p] = max(hw, new_hw)
+            if 0 <= lso < new_hw:
+                out.append(p)
+        return out
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@dataclass
+class CommittedView:
+    """A partition as Kafka's read_committed isolation serves it, worked out from markers."""
+
+    records: list[tuple[int, bytes | None, bytes | None]]
+    committed_txns: int = 0
+    aborted_txns: int = 0
+    aborted_records: int = 0
+    # transactional records with no marker yet (an open transaction)
+    open_records: int = 0
+
+
+def committed_view(log: PartitionLog) -> CommittedView:
+    """Apply read_committed to a raw log: keep non-transactional records and those of
+    transactions whose marker is COMMIT; drop aborted and still-open ones."""
+    view = CommittedView([])
+    # producer id -> data batches waiting for their marker
+    pending: dict[int, list[LogBatch]] = {}
+    visible: list[LogBatch] = []
+    for b in log.batches:
+        if b.control:
+            waiting = pending.pop(b.producer_id, [])
+            if b.abort:
+                if waiting:
+                    view.aborted_txns += 1
+                view.aborted_records += sum(len(w.records) for w in waiting)
+            else:
+                if waiting:
+                    view.committed_txns += 1
+                visible += waiting
+        elif b.transactional:
+            pending.setdefault(b.producer_id, []).append(b)
+        else:
+            visible.append(b)
+    view.open_records = sum(len(w.records) for ws in pending.values() for w in ws)
+    visible.sort(key=lambda b: b.base_offset)
+    view.records = [r for b in visible for r in b.records]
+    return view
+
+
+# --- a producer that keeps writing, with offset gaps -----------------------------------------
+
+
+def record_value(partition: int, seq: int) -> bytes:
+    return f"p{partition}-{seq:08d}".encode()
+
+
+@dataclass
+class BackgroundProducer:
+    """Produces unique records to every partition of ``topic`` until stopped.
+
+    Rounds alternate at random between a plain (idempotent) producer and a
+    committed transaction, so the source has transaction markers (offset gaps)
+    between runs of plain records. Keys and values carry a per-partition
+    sequence number, so a duplicate or a reordering in the target is visible.
+    """
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    rate_per_partition: float = 800.0  # records/s, roughly
+    seed: int = 0
+    produced: dict[int, int] = field(default_factory=dict)
+    transactions: int = 0
+    error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eos-producer", daemon=True)
+        self.produced = dict.fromkeys(range(self.partitions), 0)
+
+    def start(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError("background producer did not stop")
+        if self.error is not None:
+            raise AssertionError(f"background producer failed: {self.error!r}")
+
+    @property
+    def total(self) -> int:
+        return sum(self.produced.values())
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as exc:
+            self.error = exc
+
+    def _produce(self) -> None:
+        rng = random.Random(self.seed)
+        plain = Producer(
+            {"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True}
+        )
+        txn = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "linger.ms": 5,
+                "transactional.id": f"eos-test-producer-{uuid.uuid4().hex[:8]}",
+            }
+        )
+        txn.init_transactions(30)
+        failures: list[KafkaError] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                failures.append(err)
+
+        round_seconds = 0.1
+        per_round = max(1, int(self.rate_per_partition * round_seconds))
+        while not self._stop.is_set():
+            started = time.monotonic()
+            transactional = rng.random() < 0.4
+            if transactional:
+                txn.begin_transaction()
+            for p in range(self.partitions):
+                n = rng.randint(per_round // 2, per_round * 3 // 2)
+                producer = txn if transactional else plain
+                for _ in range(n):
+                    seq = self.produced[p]
+                    v = record_value(p, seq)
+                    producer.produce(self.topic, v, b"k-" + v, partition=p, on_delivery=on_delivery)
+                    self.produced[p] = seq + 1
+            if transactional:
+                txn.commit_transaction(60)
+                self.transactions += 1
+            else:
+                if plain.flush(60):
+                    raise AssertionError("plain records not acknowledged within 60s")
+            if failures:
+                raise KafkaException(failures[0])
+            time.sleep(max(0.0, round_seconds - (time.monotonic() - started)))
+        plain.flush(60)
+
+
+# --- processes: a whole `mm mirror` run, killed like a crash ---------------------------------
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    started: int
+    cmd: str
+
+
+def _stat(pid: int) -> Proc | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmd = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":
+        return None  # a zombie is dead; it only waits to be reaped
+    return Proc(pid, int(fields[1]), int(fields[2]), int(fields[19]), cmd.strip()[:200])
+
+
+def all_processes() -> list[Proc]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            p = _stat(int(entry))
+            if p is not None:
+                out.append(p)
+    return out
+
+
+def process_tree(root: int) -> list[Proc]:
+    """``root`` and all its live descendants (by parent pid), plus every process in
+    their process groups (a forked worker whose parent already exited)."""
+    procs = all_processes()
+    children: dict[int, list[Proc]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p)
+    found: dict[int, Proc] = {}
+    todo = [p for p in procs if p.pid == root]
+    while todo:
+        p = todo.pop()
+        if p.pid in found:
+            continue
+        found[p.pid] = p
+        todo += children.get(p.pid, [])
+    groups = {p.pgid for p in found.values()}
+    for p in procs:
+        if p.pgid in groups and p.pid not in found:
+            found[p.pid] = p
+            todo.append(p)
+    return sorted(found.values(), key=lambda p: p.pid)
+
+
+def survivors(procs: Iterable[Proc]) -> list[Proc]:
+    """Those of ``procs`` still running (same pid and start time)."""
+    out = []
+    for p in procs:
+        now = _stat(p.pid)
+        if now is not None and now.started == p.started:
+            out.append(now)
+    return out
+
+
+def kill_groups(procs: Iterable[Proc]) -> None:
+    """SIGKILL the process groups of those of ``procs`` still running, then each of them.
+
+    Only live processes (same pid and start time) name a group: a group whose
+    members are all gone may have had its id reused by someone else's process.
+    """
+    procs = survivors(procs)
+    for pgid in {p.pgid for p in procs}:
+        if pgid > 1:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for p in survivors(procs):
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def signal_all(procs: Iterable[Proc], sig: int) -> None:
+    """Signal those of ``procs`` still running (same pid and start time)."""
+    for p in survivors(procs):
+        try:
+            os.kill(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def freeze_tree(root: int) -> list[Proc]:
+    """SIGSTOP ``root``'s whole tree (twice: a process forked meanwhile is caught by the
+    second pass). Stopped processes send nothing more; requests already on the wire
+    still complete at the broker."""
+    frozen: dict[int, Proc] = {}
+    for _ in range(2):
+        tree = process_tree(root)
+        signal_all([p for p in tree if p.pid not in frozen], signal.SIGSTOP)
+        frozen.update({p.pid: p for p in tree})
+    return list(frozen.values())
+
+
+def wait_all_gone(procs: Iterable[Proc], timeout: float) -> list[Proc]:
+    """Wait until none of ``procs`` runs; returns those still running at the deadline."""
+    procs = list(procs)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = survivors(procs)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def tree_description(procs: Iterable[Proc]) -> str:
+    return "\n".join(f"  pid {p.pid} pgid {p.pgid} ppid {p.ppid}: {p.cmd}" for p in procs)
+
+
+# --- a continuous `mm mirror` run -------------------------------------------------------------
+
+
+class MirrorProcess:
+    """`mm mirror -c config [args]` in its own session, stdout and stderr in files."""
+
+    def __init__(self, config: Path, log_dir: Path, *args: str) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.stdout_path = log_dir / "mirror.stdout"
+        self.stderr_path = log_dir / "mirror.stderr"
+        env = dict(os.environ)
+        env.update(
+            {
+                "PYSPARK_PYTHON": sys.executable,
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "MM_LOG_FORMAT": "json",
+            }
+        )
+        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mm", "mirror", "-c", str(config), *args],
+                cwd=config.parent,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self) -> str:
+        return self.stdout_path.read_text(errors="replace") + self.stderr_path.read_text(
+            errors="replace"
+        )
+
+    def tree(self) -> list[Proc]:
+        """Its processes now ([] once it exited: its pid may be anyone's by then)."""
+        return process_tree(self.proc.pid) if self.running() else []
+
+
+# --- reading what a run logged ----------------------------------------------------------------
+
+
+def log_events(path: Path, event: str) -> list[dict[str, Any]]:
+    """The JSON log lines of ``path`` whose event is ``event``."""
+    out: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if event not in line or not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by kill -9
+        if rec.get("event") == event:
+            out.append(rec)
+    return out
+
+
+def mirrored_batches(path: Path) -> list[dict[str, Any]]:
+    """The run's "micro-batch mirrored" events that moved at least one record."""
+    return [e for e in log_events(path, "micro-batch mirrored") if e.get("records", 0) > 0]
+
+
+def wait_for_batches(path: Path, count: int, timeout: float, alive: Any = None) -> int:
+    """Wait until the run logged ``count`` batches with records; returns how many it has.
+
+    ``alive`` (a callable) stops the wait early when the run exits.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        n = len(mirrored_batches(path))
+        if n >= count or time.monotonic() > deadline or (alive is not None and not alive()):
+            return n
+        time.sleep(0.2)
