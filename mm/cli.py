@@ -32,6 +32,16 @@ COMMANDS: list[tuple[str, str, str]] = [
     ),
     ("translate", "mm.commands.translate", "print a group's translated offsets on the target"),
     ("failover", "mm.commands.failover", "move idle consumer groups to their translated offsets"),
+    (
+        "heartbeat",
+        "mm.commands.heartbeat",
+        "emit MM2 heartbeats into each flow's source cluster (replication latency)",
+    ),
+    (
+        "status",
+        "mm.commands.status",
+        "replication latency, record lag, checkpoint age and truncation per flow; alerts",
+    ),
 ]
 
 DEFAULT_STATE_DIR_HELP = "./mm-state"

@@ -43,6 +43,8 @@ class FlowStats:
     lost_ranges: set[tuple[str, int, int, int]] = field(default_factory=set)
     errors: dict[tuple[str, int], str] = field(default_factory=dict)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # end offset the last micro-batch planned per source partition (lag = end - position)
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
     # Spark's durationMs per micro-batch (latestOffset, addBatch, triggerExecution, ...)
     durations: list[dict[str, int]] = field(default_factory=list)
     # source topic -> why it cannot be mirrored (e.g. target has fewer partitions)
@@ -115,6 +117,7 @@ def batch_handler(flow: FlowConfig, stats: FlowStats) -> Callable[[Any, int], No
             stats.syncs += r.syncs
             key = (r.topic, r.partition)
             stats.positions[key] = max(stats.positions.get(key, -1), r.position)
+            stats.ends[key] = r.planned_end
             lag[f"{r.topic}:{r.partition}"] = max(0, r.planned_end - r.position)
             if r.lost:
                 rng = (r.topic, r.partition, r.lost_from, r.lost_to)
@@ -290,6 +293,9 @@ def _run_flows(
         return writer.start()
 
     retry_timeout = _seconds(cfg, "mirror.retry.timeout.seconds", 300.0)
+    from mm.metrics import serve_mirror_metrics
+
+    metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port
     stop = threading.Event()
     restore = _stop_on_signals(stop, log)
     active = {f.name: start(f) for f in flows}
@@ -335,6 +341,8 @@ def _run_flows(
             stop.wait(0.1)
     finally:
         restore()
+        if metrics is not None:
+            metrics.close()
         for q in active.values():
             if q.isActive:
                 q.stop()

@@ -1,0 +1,186 @@
+"""`mm status`: replication latency, record lag, checkpoint age and truncation per flow.
+
+Exit codes: 0 no threshold breached, 1 an alert (a breached ``mm.alert.*``
+threshold, detected truncation, an unreachable cluster), 2 invalid configuration.
+``--watch`` refreshes in place until Ctrl-C (exit code of the last refresh);
+``--serve PORT`` exposes the numbers as Prometheus metrics, refreshed every
+``--interval`` seconds, until SIGTERM/SIGINT (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mm.config import load_config
+
+THRESHOLDS_HELP = """\
+Alert thresholds (mm.* keys of the properties file; a value above one is an alert):
+  mm.alert.replication.latency.ms   newest heartbeat's age on the target (default 30000)
+  mm.alert.record.lag               records behind, per partition (default 100000)
+  mm.alert.checkpoint.age.seconds   age of a group's newest checkpoint while the group
+                                    has moved since (default 300)
+Source records deleted before they were mirrored, and an unreachable cluster, are
+always alerts. See docs/metrics.md.
+"""
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = THRESHOLDS_HELP + "\n" + (parser.epilog or "")
+    parser.add_argument(
+        "-c",
+        "--config",
+        required=True,
+        metavar="FILE",
+        help="connect-mirror-maker.properties (MM2 format)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.add_argument(
+        "--watch", action="store_true", help="refresh in place every --interval seconds"
+    )
+    parser.add_argument(
+        "--serve",
+        type=int,
+        metavar="PORT",
+        default=None,
+        help="serve Prometheus metrics on PORT (http://HOST:PORT/metrics), refreshed every "
+        "--interval seconds",
+    )
+    parser.add_argument(
+        "--bind",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        help="address --serve listens on (default 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="refresh period of --watch and --serve (default 5)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="give up on a cluster that does not answer within this (default 15)",
+    )
+    parser.add_argument(
+        "--flow",
+        action="append",
+        metavar="SRC->TGT",
+        help="only these flows (default: every enabled flow)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mm.errors import ConfigError, UsageError
+    from mm.status.collect import collect, flows_for_status
+
+    if args.interval <= 0:
+        raise UsageError("--interval must be a positive number of seconds")
+    if args.serve is not None and not 0 <= args.serve <= 65535:
+        raise UsageError("--serve PORT must be 0-65535")
+    cfg = load_config(args.config)
+    flows = flows_for_status(cfg, args.flow)
+    if not flows:
+        raise ConfigError(
+            "clusters",
+            ",".join(cfg.clusters),
+            "at least one enabled flow (e.g. A->B.enabled = true)",
+        )
+
+    def once() -> Any:
+        return collect(cfg, flows, args.timeout)
+
+    if not args.watch and args.serve is None:
+        report = once()
+        _print(report, as_json=args.json)
+        return 0 if report.ok else 1
+    return _loop(args, once)
+
+
+def _print(report: Any, *, as_json: bool, compact: bool = False) -> None:
+    from mm.status.render import make_console, render, to_json
+
+    if as_json:
+        if compact:
+            import json
+
+            print(json.dumps(report.to_json()), flush=True)
+        else:
+            print(to_json(report), flush=True)
+    else:
+        make_console().print(render(report))
+
+
+def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
+    from mm.logs import get_logger
+
+    log = get_logger("mm.status")
+    stop = threading.Event()
+    restore = _stop_on_signals(stop)
+    collector = server = None
+    if args.serve is not None:
+        from mm.metrics import serve_status
+
+        collector, server = serve_status(args.serve, args.bind)
+        log.info("serving status metrics", port=server.port, address=args.bind)
+    live = None
+    report = None
+    try:
+        if args.watch and not args.json:
+            from rich.live import Live
+
+            from mm.status.render import make_console
+
+            live = Live(console=make_console(), auto_refresh=False, transient=False)
+            live.start()
+        while not stop.is_set():
+            started = time.monotonic()
+            report = once()
+            if collector is not None:
+                collector.update(report)
+            if live is not None:
+                from mm.status.render import render
+
+                live.update(render(report), refresh=True)
+            elif args.watch or args.json:
+                _print(report, as_json=args.json, compact=True)
+            else:
+                log.info(
+                    "status collected",
+                    alerts=[f"{a.flow}: {a.message}" for a in report.alerts],
+                    seconds=round(time.monotonic() - started, 3),
+                )
+            stop.wait(max(0.0, args.interval - (time.monotonic() - started)))
+    finally:
+        if live is not None:
+            live.stop()
+        if server is not None:
+            server.close()
+        restore()
+    if args.serve is not None or report is None:
+        return 0
+    return 0 if report.ok else 1
+
+
+def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, prev in previous.items():
+            signal.signal(sig, prev)
+
+    return restore

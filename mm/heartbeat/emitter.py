@@ -1,0 +1,222 @@
+"""Writes MM2 heartbeats for a set of flows into their source clusters' ``heartbeats``.
+
+One idempotent producer per source cluster; each :meth:`HeartbeatEmitter.emit`
+writes one ``Heartbeat(source, target, now)`` per flow and waits for the
+acknowledgements, so a failure is reported against the flow that suffered it.
+
+Errors that retrying cannot fix (authorization, authentication) become a
+:class:`HeartbeatWriteError` with a message saying what to grant or to disable;
+the others (timeouts, a broker restarting) are reported per flow and retried at
+the next interval by the job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from mm_client.records import Heartbeat
+
+from mm.config import FlowConfig, MirrorConfig
+from mm.errors import KafkaOperationError, MirrorError
+
+# librdkafka / broker codes after which writing heartbeats cannot succeed by retrying
+FATAL_CODES = frozenset(
+    {
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "GROUP_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "SASL_AUTHENTICATION_FAILED",
+        "_AUTHENTICATION",
+        "POLICY_VIOLATION",
+        "INVALID_REPLICATION_FACTOR",
+        "INVALID_CONFIG",
+        "_INVALID_ARG",
+    }
+)
+DELIVERY_TIMEOUT_MS = 10_000
+TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+class HeartbeatWriteError(MirrorError):
+    """Heartbeats cannot be written to a source cluster (exit code 1, no retry)."""
+
+
+@dataclass
+class HeartbeatStats:
+    """What one flow's heartbeats did so far."""
+
+    emitted: int = 0
+    failed: int = 0
+    last_timestamp: int | None = None
+    last_error: str | None = None
+
+    def summary(self) -> str:
+        text = f"emitted={self.emitted} failed={self.failed}"
+        if self.last_error:
+            text += f" last_error={self.last_error!r}"
+        return text
+
+
+def unwritable_message(code: str | None, topic: str, cluster: str, flows: str, detail: str) -> str:
+    """The user-facing explanation of a heartbeat write that cannot succeed."""
+    if code and "AUTHORIZATION" in code:
+        what = (
+            f"not authorized to write heartbeats to topic {topic} on cluster {cluster} "
+            f"({detail}). Grant the {cluster} producer's principal WRITE and DESCRIBE on "
+            f"topic {topic} (and CREATE, or create it: 1 partition, cleanup.policy=compact)"
+        )
+    elif code and "AUTHENTICATION" in code:
+        what = f"cannot authenticate to cluster {cluster} ({detail}); check {cluster}.sasl.*"
+    else:
+        what = f"cannot write heartbeats to topic {topic} on cluster {cluster}: {detail}"
+    return f"{what}, or set emit.heartbeats.enabled = false for {flows}"
+
+
+class HeartbeatEmitter:
+    """Heartbeats of ``flows`` (each must have emit.heartbeats.enabled)."""
+
+    def __init__(self, cfg: MirrorConfig, flows: Iterable[FlowConfig], *, log: Any) -> None:
+        self.flows = list(flows)
+        self.log = log
+        self._cfg = cfg
+        self._producers: dict[str, Producer] = {}
+        self.stats = {f.name: HeartbeatStats() for f in self.flows}
+
+    # --- set-up -------------------------------------------------------------------------
+    def topic(self, flow: FlowConfig) -> str:
+        return flow.policy().heartbeats_topic()
+
+    def _flows_of(self, cluster: str, topic: str) -> str:
+        return ", ".join(
+            f.name for f in self.flows if f.source == cluster and self.topic(f) == topic
+        )
+
+    def prepare(self, timeout: float = 30.0) -> None:
+        """Create every source's heartbeats topic when missing (1 partition, compacted)."""
+        from mm.source.job import ensure_topic
+
+        done: set[tuple[str, str]] = set()
+        for flow in self.flows:
+            key = (flow.source, self.topic(flow))
+            if key in done:
+                continue
+            done.add(key)
+            try:
+                ensure_topic(
+                    self._cfg.cluster(flow.source).librdkafka("admin"),
+                    key[1],
+                    f"cluster {flow.source}",
+                    flow.heartbeats_topic_replication_factor,
+                    timeout,
+                    config=TOPIC_CONFIG,
+                )
+            except KafkaOperationError as exc:
+                if exc.code in FATAL_CODES:
+                    raise HeartbeatWriteError(
+                        unwritable_message(
+                            exc.code, key[1], flow.source, self._flows_of(*key), str(exc)
+                        )
+                    ) from exc
+                raise
+
+    def _producer(self, cluster: str) -> Producer:
+        producer = self._producers.get(cluster)
+        if producer is None:
+            conf: dict[str, Any] = dict(self._cfg.cluster(cluster).librdkafka("producer"))
+            conf.update(
+                {
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 0,
+                    "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
+                }
+            )
+            conf.pop("transactional.id", None)
+            producer = self._producers[cluster] = Producer(conf)
+        return producer
+
+    # --- emitting -----------------------------------------------------------------------
+    def emit(self, flows: Iterable[FlowConfig]) -> dict[str, str | None]:
+        """One heartbeat per flow, acknowledged; returns flow name -> error (None if ok).
+
+        Raises HeartbeatWriteError when a write failed in a way retrying cannot fix.
+        """
+        flows = list(flows)
+        errors: dict[str, str | None] = {f.name: None for f in flows}
+        codes: dict[str, str | None] = {}
+        sent: dict[str, Heartbeat] = {}
+        clusters: set[str] = set()
+
+        def on_delivery(name: str) -> Any:
+            def done(err: KafkaError | None, _msg: Any) -> None:
+                if err is not None:
+                    errors[name] = err.str()
+                    codes[name] = err.name()
+
+            return done
+
+        for flow in flows:
+            beat = Heartbeat.now(flow.source, flow.target)
+            producer = self._producer(flow.source)
+            clusters.add(flow.source)
+            try:
+                producer.produce(
+                    self.topic(flow),
+                    beat.value_bytes(),
+                    beat.key_bytes(),
+                    partition=0,
+                    timestamp=beat.timestamp,
+                    on_delivery=on_delivery(flow.name),
+                )
+                sent[flow.name] = beat
+            except (BufferError, KafkaException) as exc:
+                err = exc.args[0] if exc.args else None
+                errors[flow.name] = err.str() if isinstance(err, KafkaError) else str(exc)
+                codes[flow.name] = err.name() if isinstance(err, KafkaError) else None
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_MS / 1000 + 5
+        for cluster in clusters:
+            remaining = self._producer(cluster).flush(max(0.1, deadline - time.monotonic()))
+            if remaining:
+                for flow in flows:
+                    if flow.source == cluster and errors[flow.name] is None:
+                        errors[flow.name] = f"{remaining} heartbeats not acknowledged in time"
+                        codes[flow.name] = "_TIMED_OUT"
+        by_name = {f.name: f for f in flows}
+        for name, error in errors.items():
+            st = self.stats[name]
+            if error is None:
+                st.emitted += 1
+                st.last_timestamp = sent[name].timestamp
+                st.last_error = None
+                continue
+            st.failed += 1
+            st.last_error = error
+            flow = by_name[name]
+            code = codes.get(name)
+            if code in FATAL_CODES:
+                topic = self.topic(flow)
+                raise HeartbeatWriteError(
+                    unwritable_message(
+                        code, topic, flow.source, self._flows_of(flow.source, topic), error
+                    )
+                )
+            self.log.error(
+                "heartbeat not written; retried next interval",
+                flow=name,
+                cluster=flow.source,
+                topic=self.topic(flow),
+                error=error,
+                code=code,
+                failed_total=st.failed,
+            )
+        return errors
+
+    def close(self) -> None:
+        for producer in self._producers.values():
+            producer.flush(5)
+        self._producers.clear()

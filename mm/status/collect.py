@@ -1,0 +1,323 @@
+"""Collects one flow's status from its source and target clusters (see :mod:`mm.status.model`).
+
+Per flow X->Y, in this order:
+
+1. topics on X and Y; the flow's source topics are chosen as the mirror chooses
+   them (:func:`mm.source.topics.select_topics`: its filters plus every
+   heartbeats topic), each mapped to its target topic by the flow's policy;
+2. the mirror's positions: the committed offsets of the state group
+   ``__mm.mirror.X.Y`` on Y, per target partition;
+3. source log start and end (fetch high watermark) per partition, and the
+   first record not mirrored yet where the mirror is behind (record age);
+4. the newest record of every target partition and of ``X.heartbeats`` on Y
+   (replication latency);
+5. the newest checkpoint records per group in ``X.checkpoints.internal`` on Y,
+   compared with the groups' committed offsets on X;
+6. the newest record of the offset-syncs topic.
+
+Any Kafka failure makes the whole flow ``error`` (reported as *unavailable*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaException
+from mm_client.records import Checkpoint, Heartbeat
+
+from mm.config import FlowConfig, MirrorConfig
+from mm.errors import MirrorError, RecordDecodeError
+from mm.kafka.errors import wrap
+from mm.source.runtime import offset_syncs_topic, state_group
+from mm.source.topics import select_topics
+from mm.status import reads
+from mm.status.model import (
+    FlowStatus,
+    GroupCheckpointStatus,
+    HeartbeatStatus,
+    PartitionStatus,
+    StatusReport,
+    Thresholds,
+)
+from mm.status.reads import Key, Rec, now_ms
+
+DEFAULT_TIMEOUT = 15.0
+# newest records of X.checkpoints.internal read per round (compaction keeps the
+# topic small on Kafka; the scan is bounded where it does not run)
+CHECKPOINT_SCAN_KEY = "status.checkpoints.scan.records"
+DEFAULT_CHECKPOINT_SCAN = 100_000
+
+
+def collect(
+    cfg: MirrorConfig, flows: Iterable[FlowConfig], timeout: float = DEFAULT_TIMEOUT
+) -> StatusReport:
+    """Status of ``flows`` and the alerts they raise against the configured thresholds."""
+    thresholds = Thresholds.from_config(cfg)
+    scan = _scan_limit(cfg)
+    statuses = [collect_flow(cfg, f, timeout, checkpoint_scan=scan) for f in flows]
+    return StatusReport.build(statuses, thresholds, now_ms())
+
+
+def _scan_limit(cfg: MirrorConfig) -> int:
+    from mm.errors import ConfigError
+
+    raw = cfg.mm.get(CHECKPOINT_SCAN_KEY)
+    if raw is None:
+        return DEFAULT_CHECKPOINT_SCAN
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"mm.{CHECKPOINT_SCAN_KEY}", raw, "a positive number of records")
+    return value
+
+
+def collect_flow(
+    cfg: MirrorConfig,
+    flow: FlowConfig,
+    timeout: float = DEFAULT_TIMEOUT,
+    *,
+    checkpoint_scan: int = DEFAULT_CHECKPOINT_SCAN,
+) -> FlowStatus:
+    st = FlowStatus(flow.name, flow.source, flow.target, now_ms())
+    try:
+        _FlowCollector(cfg, flow, st, timeout, checkpoint_scan).run()
+    except KafkaException as exc:
+        st.error = str(wrap(exc, f"status of {flow.name}"))
+    except MirrorError as exc:
+        st.error = str(exc)
+    return st
+
+
+def _age(now: int, rec: Rec | None) -> int | None:
+    if rec is None or rec.timestamp is None:
+        return None
+    return max(0, now - rec.timestamp)
+
+
+class _FlowCollector:
+    def __init__(
+        self, cfg: MirrorConfig, flow: FlowConfig, st: FlowStatus, timeout: float, scan: int
+    ) -> None:
+        self.flow = flow
+        self.st = st
+        self.timeout = timeout
+        self.scan = scan
+        self.policy = flow.policy()
+        src, tgt = cfg.cluster(flow.source), cfg.cluster(flow.target)
+        self.src_admin: dict[str, Any] = dict(src.librdkafka("admin"))
+        self.src_consumer: dict[str, Any] = dict(src.librdkafka("consumer"))
+        self.tgt_admin: dict[str, Any] = dict(tgt.librdkafka("admin"))
+        self.tgt_consumer: dict[str, Any] = dict(tgt.librdkafka("consumer"))
+
+    def run(self) -> None:
+        flow, st, t = self.flow, self.st, self.timeout
+        src_topics = reads.topic_partitions(self.src_admin, f"source cluster {flow.source}", t)
+        tgt_topics = reads.topic_partitions(self.tgt_admin, f"target cluster {flow.target}", t)
+        selected = select_topics(
+            src_topics,
+            topic_filter=flow.topic_filter,
+            policy=self.policy,
+            target_alias=flow.target,
+        )
+        target_of = {s: self.policy.format_remote_topic(flow.source, s) for s in selected}
+        keys: list[Key] = [(s, p) for s in selected for p in range(src_topics[s])]
+        positions = reads.group_offsets(
+            self.tgt_admin, [state_group(flow)], f"target cluster {flow.target}", t
+        ).get(state_group(flow), {})
+
+        # source side: bounds, newest record, first record not mirrored yet
+        src_bounds = reads.bounds(self.src_consumer, keys, t)
+        src_newest = reads.newest_records(self.src_consumer, src_bounds, t)
+
+        # target side: mirrored partitions and the heartbeats copy
+        hb_topic = self.policy.format_remote_topic(flow.source, self.policy.heartbeats_topic())
+        tgt_keys = {
+            (target_of[s], p)
+            for s, p in keys
+            if target_of[s] in tgt_topics and p < tgt_topics[target_of[s]]
+        }
+        tgt_keys |= {(hb_topic, p) for p in range(tgt_topics.get(hb_topic, 0))}
+        tgt_bounds = reads.bounds(self.tgt_consumer, sorted(tgt_keys), t)
+        now = now_ms()
+        tgt_newest = reads.newest_records(self.tgt_consumer, tgt_bounds, t)
+
+        starts: dict[Key, int] = {}
+        for k in keys:
+            lo, hi = src_bounds[k]
+            pos = positions.get((target_of[k[0]], k[1]))
+            part = PartitionStatus(
+                topic=k[0],
+                partition=k[1],
+                target_topic=target_of[k[0]],
+                log_start=lo,
+                log_end=hi,
+                position=pos,
+                lag=max(0, hi - max(lo, pos if pos is not None else lo)),
+                source_newest_age_ms=_age(now, src_newest.get(k)),
+                target_newest_age_ms=_age(now, tgt_newest.get((target_of[k[0]], k[1]))),
+            )
+            if pos is not None:
+                part.truncated = max(0, lo - pos)
+                part.source_reset = pos > hi
+            if part.lag > 0:
+                starts[k] = max(lo, pos if pos is not None else lo)
+            else:
+                part.record_age_ms = 0
+            st.partitions.append(part)
+        if starts:
+            firsts = reads.first_records(
+                self.src_consumer, starts, {k: src_bounds[k][1] for k in starts}, t
+            )
+            for part in st.partitions:
+                k = (part.topic, part.partition)
+                if k in starts:
+                    part.record_age_ms = _age(now, firsts.get(k))
+
+        self._heartbeats(
+            hb_topic, tgt_bounds, tgt_newest, now, self.policy.heartbeats_topic() in src_topics
+        )
+        if flow.emit_checkpoints_enabled:
+            self._checkpoints(tgt_topics, target_of)
+        else:
+            st.checkpoints_enabled = False
+        self._offset_syncs(src_topics, tgt_topics)
+
+    # --- replication latency ---------------------------------------------------------
+    def _heartbeats(
+        self,
+        topic: str,
+        tgt_bounds: dict[Key, tuple[int, int]],
+        newest: dict[Key, Rec | None],
+        now: int,
+        source_has_heartbeats: bool,
+    ) -> None:
+        st, flow = self.st, self.flow
+        hb = st.heartbeats = HeartbeatStatus(topic, flow.emit_heartbeats_enabled)
+        best: Heartbeat | None = None
+        for k, rec in newest.items():
+            if k[0] != topic or rec is None:
+                continue
+            try:
+                beat = Heartbeat.from_bytes(rec.key, rec.value)
+            except RecordDecodeError as exc:
+                st.notes.append(f"newest record of {topic}[{k[1]}] is not a heartbeat: {exc}")
+                continue
+            if best is None or beat.timestamp > best.timestamp:
+                best = beat
+        if best is not None:
+            hb.present = True
+            hb.newest_timestamp_ms = best.timestamp
+            hb.newest_source = best.source_cluster_alias
+            hb.newest_target = best.target_cluster_alias
+            hb.age_ms = max(0, now - best.timestamp)
+            st.latency_ms = hb.age_ms
+            st.latency_method = "heartbeat"
+            return
+        if not flow.emit_heartbeats_enabled:
+            why = f"heartbeats are disabled ({flow.name}.emit.heartbeats.enabled = false)"
+        elif not source_has_heartbeats:
+            why = (
+                f"no heartbeats topic on {flow.source}: is `mm heartbeat` running for {flow.name}?"
+            )
+        elif not any(k[0] == topic for k in tgt_bounds):
+            why = f"{topic} does not exist on {flow.target} yet: has the mirror run?"
+        else:
+            why = f"no heartbeat in {topic} on {flow.target}"
+        ages = [p.record_age_ms for p in st.partitions if p.record_age_ms is not None]
+        st.notes.append(
+            f"{why}; replication latency estimated from record age (oldest unmirrored record)"
+        )
+        if ages:
+            st.latency_ms = max(ages)
+            st.latency_method = "record_age"
+
+    # --- checkpoints -------------------------------------------------------------------
+    def _checkpoints(self, tgt_topics: dict[str, int], target_of: dict[str, str]) -> None:
+        st, flow, t = self.st, self.flow, self.timeout
+        topic = self.policy.checkpoints_topic(flow.source)
+        st.checkpoints_topic = topic
+        if topic not in tgt_topics:
+            return
+        st.checkpoints_present = True
+        keys = [(topic, p) for p in range(tgt_topics[topic])]
+        b = reads.bounds(self.tgt_consumer, keys, t)
+        newest_ts: dict[str, int | None] = {}
+        newest_cp: dict[str, dict[tuple[str, int], Checkpoint]] = {}
+        for k in keys:
+            lo, hi = b[k]
+            for rec in reads.all_records(self.tgt_consumer, k, max(lo, hi - self.scan), hi, t):
+                try:
+                    cp = Checkpoint.from_bytes(rec.key, rec.value)
+                except RecordDecodeError:
+                    st.checkpoints_corrupt += 1
+                    continue
+                g = cp.consumer_group
+                if rec.timestamp is not None:
+                    prev = newest_ts.get(g)
+                    newest_ts[g] = rec.timestamp if prev is None else max(prev, rec.timestamp)
+                else:
+                    newest_ts.setdefault(g, None)
+                newest_cp.setdefault(g, {})[(cp.topic, cp.partition)] = cp
+        if not newest_cp:
+            return
+        source_of = {v: k for k, v in target_of.items()}
+        committed = reads.group_offsets(
+            self.src_admin, sorted(newest_cp), f"source cluster {flow.source}", t
+        )
+        now = now_ms()
+        for g in sorted(newest_cp):
+            cps = newest_cp[g]
+            mine = committed.get(g, {})
+            stale = 0
+            for (target_topic, p), cp in cps.items():
+                src_topic = source_of.get(target_topic) or self.policy.upstream_topic(target_topic)
+                if src_topic is None:
+                    continue
+                offset = mine.get((src_topic, p))
+                if offset is not None and offset != cp.upstream_offset:
+                    stale += 1
+            ts = newest_ts.get(g)
+            age = None if ts is None else max(0, now - ts)
+            st.groups.append(
+                GroupCheckpointStatus(
+                    group=g,
+                    partitions=len(cps),
+                    newest_age_ms=age,
+                    stale_partitions=stale,
+                    latency_ms=(age or 0) if stale else 0,
+                )
+            )
+
+    # --- offset syncs -------------------------------------------------------------------
+    def _offset_syncs(self, src_topics: dict[str, int], tgt_topics: dict[str, int]) -> None:
+        st, flow = self.st, self.flow
+        on_target = flow.offset_syncs_topic_location == "target"
+        topic = offset_syncs_topic(flow)
+        st.offset_syncs_topic = topic
+        st.offset_syncs_cluster = flow.target if on_target else flow.source
+        topics = tgt_topics if on_target else src_topics
+        conf = self.tgt_consumer if on_target else self.src_consumer
+        if topic not in topics:
+            return
+        keys = [(topic, p) for p in range(topics[topic])]
+        b = reads.bounds(conf, keys, self.timeout)
+        newest = reads.newest_records(conf, b, self.timeout)
+        now = now_ms()
+        ages = [a for a in (_age(now, r) for r in newest.values()) if a is not None]
+        st.offset_syncs_age_ms = min(ages) if ages else None
+
+
+def flows_for_status(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]:
+    """The flows `mm status` looks at: ``names`` (any declared), else every enabled one."""
+    from mm.errors import ConfigError
+
+    if not names:
+        return cfg.enabled_flows()
+    declared = {f.name for f in cfg.flows}
+    for name in names:
+        if name not in declared:
+            raise ConfigError("--flow", name, f"one of the configured flows {sorted(declared)}")
+    return [f for f in cfg.flows if f.name in names]

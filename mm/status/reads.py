@@ -1,0 +1,223 @@
+"""The Kafka reads behind `mm status`: log bounds, newest records, committed offsets.
+
+Every consumer here is ``assign()``-only with a throwaway ``group.id``: it never
+joins a group and never commits. Log ends come from the high watermark of a
+real fetch (:func:`mm.kafka.watermarks.watermarks`), which is right on Apache
+Kafka and on Tansu, whose ListOffsets(latest) under-reports. Reads are
+``read_committed``, so the tail of a transactionally written topic (the mirror's
+targets end with a commit marker) is found by stepping back from the end.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from mm.errors import KafkaOperationError
+from mm.kafka.errors import wrap
+from mm.kafka.watermarks import watermarks
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Rec:
+    """A consumed record: offset, timestamp (ms, None if the record has none), payload."""
+
+    offset: int
+    timestamp: int | None
+    key: bytes | None
+    value: bytes | None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _consumer(conf: Mapping[str, Any]) -> Consumer:
+    c: dict[str, Any] = dict(conf)
+    for k in ("group.instance.id", "transactional.id"):
+        c.pop(k, None)
+    c.update(
+        {
+            "group.id": f"__mm-status-{uuid.uuid4().hex[:8]}",  # never joins or commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    return Consumer(c)
+
+
+def topic_partitions(admin_conf: Mapping[str, Any], where: str, timeout: float) -> dict[str, int]:
+    """Partition count of every topic on the cluster (errored topics left out)."""
+    admin = AdminClient(dict(admin_conf))
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise wrap(exc, f"list topics on {where}") from exc
+    return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+
+def bounds(
+    consumer_conf: Mapping[str, Any], keys: Iterable[Key], timeout: float
+) -> dict[Key, tuple[int, int]]:
+    """(log start, log end) per partition; the end from a fetch's high watermark."""
+    return watermarks({k: str(v) for k, v in consumer_conf.items()}, list(keys), timeout)
+
+
+def _read(
+    consumer_conf: Mapping[str, Any],
+    starts: Mapping[Key, int],
+    ends: Mapping[Key, int],
+    keep: Literal["first", "last", "all"],
+    timeout: float,
+) -> dict[Key, list[Rec]]:
+    """Records of each partition from ``starts`` until EOF or ``ends`` (exclusive).
+
+    ``keep``: the first record only, the last one before the end, or all.
+    """
+    out: dict[Key, list[Rec]] = {k: [] for k in starts}
+    pending = {k for k in starts if starts[k] < ends.get(k, starts[k] + 1)}
+    if not pending:
+        return out
+    deadline = time.monotonic() + timeout
+    consumer = _consumer(consumer_conf)
+    try:
+        consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in pending])
+        while pending:
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
+                raise KafkaOperationError(
+                    f"reading {names} did not finish within {timeout:.0f}s",
+                    code="_TIMED_OUT",
+                    retriable=True,
+                )
+            finished: list[Key] = []
+            for m in consumer.consume(1000, 0.1):
+                k = (str(m.topic()), int(m.partition() or 0))
+                if k not in pending:
+                    continue
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        finished.append(k)
+                        pending.discard(k)
+                        continue
+                    raise wrap(KafkaException(err), f"fetch {k[0]}[{k[1]}]")
+                off = int(m.offset() or 0)
+                ts_type, ts = m.timestamp()
+                rec = Rec(
+                    off, None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts, m.key(), m.value()
+                )
+                if keep == "all":
+                    out[k].append(rec)
+                elif keep == "last":
+                    out[k] = [rec]
+                elif not out[k]:
+                    out[k] = [rec]
+                if (keep == "first" and out[k]) or off >= ends[k] - 1:
+                    finished.append(k)
+                    pending.discard(k)
+            if finished:
+                consumer.pause([TopicPartition(t, p) for t, p in finished])
+        return out
+    finally:
+        consumer.close()
+
+
+def newest_records(
+    consumer_conf: Mapping[str, Any],
+    bounds_: Mapping[Key, tuple[int, int]],
+    timeout: float,
+) -> dict[Key, Rec | None]:
+    """The last (committed) record of each partition, None when it holds none.
+
+    Reads a window before the end, widened (x16) while it holds only control
+    records (transaction markers) or aborted data.
+    """
+    result: dict[Key, Rec | None] = dict.fromkeys(bounds_)
+    window = dict.fromkeys(bounds_, 2)
+    pending = {k for k, (lo, hi) in bounds_.items() if hi > lo}
+    deadline = time.monotonic() + timeout
+    while pending:
+        starts = {k: max(bounds_[k][0], bounds_[k][1] - window[k]) for k in pending}
+        got = _read(
+            consumer_conf,
+            starts,
+            {k: bounds_[k][1] for k in pending},
+            "last",
+            max(0.5, deadline - time.monotonic()),
+        )
+        for k in list(pending):
+            if got[k]:
+                result[k] = got[k][-1]
+                pending.discard(k)
+            elif starts[k] <= bounds_[k][0]:
+                pending.discard(k)
+            else:
+                window[k] *= 16
+    return result
+
+
+def first_records(
+    consumer_conf: Mapping[str, Any],
+    starts: Mapping[Key, int],
+    ends: Mapping[Key, int],
+    timeout: float,
+) -> dict[Key, Rec | None]:
+    """The first (committed) record at or after ``starts[k]`` and before ``ends[k]``."""
+    got = _read(consumer_conf, starts, ends, "first", timeout)
+    return {k: (v[0] if v and v[0].offset < ends[k] else None) for k, v in got.items()}
+
+
+def all_records(
+    consumer_conf: Mapping[str, Any], key: Key, start: int, end: int, timeout: float
+) -> list[Rec]:
+    return _read(consumer_conf, {key: start}, {key: end}, "all", timeout)[key]
+
+
+def group_offsets(
+    admin_conf: Mapping[str, Any], groups: Iterable[str], where: str, timeout: float
+) -> dict[str, dict[Key, int]]:
+    """Committed offsets of ``groups`` (a group without any is left out)."""
+    admin = AdminClient(dict(admin_conf))
+    futs = {
+        g: admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(g)], request_timeout=timeout
+        )[g]
+        for g in groups
+    }
+    out: dict[str, dict[Key, int]] = {}
+    for g, fut in futs.items():
+        try:
+            tps = list(fut.result(timeout + 5).topic_partitions or [])
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if getattr(err, "name", lambda: "")() == "GROUP_ID_NOT_FOUND":
+                continue
+            raise wrap(exc, f"committed offsets of group {g} on {where}") from exc
+        offsets = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in tps
+            if tp.error is None and tp.offset is not None and tp.offset >= 0
+        }
+        if offsets:
+            out[g] = offsets
+    return out
