@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mm.commands.flows import add_flow_option, select_flows
 from mm.config import load_config
 
 
@@ -20,26 +21,14 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read the offset syncs present now, emit checkpoints once, exit",
     )
-    parser.add_argument(
-        "--flow",
-        action="append",
-        metavar="SRC->TGT",
-        help="only these flows (default: every enabled flow with emit.checkpoints.enabled)",
-    )
+    add_flow_option(parser, "every enabled flow with emit.checkpoints.enabled")
 
 
 def run(args: argparse.Namespace) -> int:
     from mm.checkpoint.job import run_checkpoint
-    from mm.errors import ConfigError
 
     cfg = load_config(args.config)
-    flows = cfg.enabled_flows()
-    if args.flow:
-        names = {f.name for f in cfg.flows}
-        for name in args.flow:
-            if name not in names:
-                raise ConfigError("--flow", name, f"one of the configured flows {sorted(names)}")
-        flows = [f for f in cfg.flows if f.name in args.flow]
+    flows = select_flows(cfg, args.flow)
     results = run_checkpoint(cfg, once=args.once, flows=flows)
     if not results:
         print("no flow emits checkpoints (emit.checkpoints.enabled = false)")

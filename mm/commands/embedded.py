@@ -8,7 +8,6 @@ import re
 import signal
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from mm.embedded import probe, procs
@@ -16,6 +15,7 @@ from mm.embedded.state import ClusterState, Proc, State, state_path
 from mm.embedded.tansu import EmbeddedClusters
 from mm.errors import MirrorError, UsageError
 from mm.logs import get_logger
+from mm.signals import stop_on_signals
 
 
 def _log() -> Any:
@@ -80,7 +80,7 @@ def _up(names: list[str], path: Path, *, durable: bool, detach: bool) -> int:
         )
     stop = threading.Event()
     if not detach:
-        _stop_on_signals(stop)
+        stop_on_signals(stop, signals=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     # PDEATHSIG only in the foreground: detached brokers must outlive this process.
     clusters = EmbeddedClusters(path.parent, die_with_parent=not detach)
     try:
@@ -105,14 +105,6 @@ def _up(names: list[str], path: Path, *, durable: bool, detach: bool) -> int:
         current = _read_quietly(path)
         if current is not None and current.owner and current.owner.pid == os.getpid():
             path.unlink(missing_ok=True)
-
-
-def _stop_on_signals(stop: threading.Event) -> None:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
 
 
 def _wait(clusters: EmbeddedClusters, stop: threading.Event) -> int:

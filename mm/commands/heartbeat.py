@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mm.commands.flows import add_flow_option, select_flows
 from mm.config import load_config
 
 
@@ -20,29 +21,19 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="emit one heartbeat per flow, exit 0 when all were acknowledged",
     )
-    parser.add_argument(
-        "--flow",
-        action="append",
-        metavar="SRC->TGT",
-        help="only these flows (default: every enabled flow with emit.heartbeats.enabled)",
-    )
+    add_flow_option(parser, "every enabled flow with emit.heartbeats.enabled")
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
     from datetime import UTC, datetime
 
-    from mm.errors import ConfigError, UsageError
+    from mm.errors import UsageError
     from mm.heartbeat.job import heartbeat_flows, run_heartbeat
 
     cfg = load_config(args.config)
-    flows = cfg.enabled_flows()
+    flows = select_flows(cfg, args.flow)
     if args.flow:
-        names = {f.name for f in cfg.flows}
-        for name in args.flow:
-            if name not in names:
-                raise ConfigError("--flow", name, f"one of the configured flows {sorted(names)}")
-        flows = [f for f in cfg.flows if f.name in args.flow]
         _, off = heartbeat_flows(flows)
         if off:
             raise UsageError(

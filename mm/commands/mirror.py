@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mm.commands.flows import add_flow_option, select_flows
 from mm.config import effective_properties, load_config
 
 
@@ -26,12 +27,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="micro-batch trigger interval (default: mm.mirror.trigger.seconds or 1)",
     )
-    parser.add_argument(
-        "--flow",
-        action="append",
-        metavar="SRC->TGT",
-        help="only these flows (default: every enabled flow)",
-    )
+    add_flow_option(parser, "every enabled flow")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,13 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     props = effective_properties(args.config)
-    flows = cfg.enabled_flows()
-    if args.flow:
-        names = {f.name for f in cfg.flows}
-        for name in args.flow:
-            if name not in names:
-                raise ConfigError("--flow", name, f"one of the configured flows {sorted(names)}")
-        flows = [f for f in cfg.flows if f.name in args.flow]
+    flows = select_flows(cfg, args.flow)
     trigger = args.trigger_seconds
     if trigger is None:
         raw = cfg.mm.get("mirror.trigger.seconds", "1")

@@ -10,13 +10,13 @@ threshold, detected truncation, an unreachable cluster), 2 invalid configuration
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from mm.config import load_config
+from mm.signals import stop_on_signals
 
 THRESHOLDS_HELP = """\
 Alert thresholds (mm.* keys of the properties file; a value above one is an alert):
@@ -124,7 +124,7 @@ def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
 
     log = get_logger("mm.status")
     stop = threading.Event()
-    restore = _stop_on_signals(stop)
+    restore = stop_on_signals(stop)
     collector = server = None
     if args.serve is not None:
         from mm.metrics import serve_status
@@ -168,19 +168,3 @@ def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
     if args.serve is not None or report is None:
         return 0
     return 0 if report.ok else 1
-
-
-def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def handler(_signum: int, _frame: Any) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def restore() -> None:
-        for sig, prev in previous.items():
-            signal.signal(sig, prev)
-
-    return restore

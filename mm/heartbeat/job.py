@@ -8,16 +8,15 @@ after it). ``once`` emits one heartbeat per flow and returns. SIGTERM/SIGINT
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import ConfigError, KafkaOperationError, MirrorError
 from mm.heartbeat.emitter import HeartbeatEmitter, HeartbeatStats, HeartbeatWriteError
 from mm.logs import get_logger
+from mm.signals import stop_on_signals
 
 __all__ = ["HeartbeatWriteError", "heartbeat_flows", "run_heartbeat"]
 
@@ -57,7 +56,7 @@ def run_heartbeat(
         return {}
     emitter = HeartbeatEmitter(cfg, active, log=log)
     stop = stop or threading.Event()
-    restore = _stop_on_signals(stop, log)
+    restore = stop_on_signals(stop, log)
     try:
         if once:
             emitter.prepare()
@@ -132,21 +131,3 @@ def _loop(
                     **{n: st.summary() for n, st in emitter.stats.items()},
                 )
         stop.wait(max(0.0, min(due.values()) - time.monotonic()))
-
-
-def _stop_on_signals(stop: threading.Event, log: Any) -> Callable[[], None]:
-    """SIGTERM/SIGINT end the loop between rounds (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def handler(signum: int, _frame: Any) -> None:
-        log.info("stop requested", signal=signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def restore() -> None:
-        for sig, prev in previous.items():
-            signal.signal(sig, prev)
-
-    return restore

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from mm.config import FlowConfig, MirrorConfig
 from mm.errors import ConfigError, MirrorError
 from mm.kafka.errors import wrap
 from mm.logs import get_logger
+from mm.signals import stop_on_signals
 from mm.source.runtime import offset_syncs_topic
 from mm.source.topics import TopicMirrorPlanner
 
@@ -297,7 +297,7 @@ def _run_flows(
 
     metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port
     stop = threading.Event()
-    restore = _stop_on_signals(stop, log)
+    restore = stop_on_signals(stop, log)
     active = {f.name: start(f) for f in flows}
     by_name = {f.name: f for f in flows}
     failing_since: dict[str, float] = {}
@@ -362,24 +362,6 @@ def _seconds(cfg: MirrorConfig, key: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"mm.{key}", raw, "a positive number of seconds")
     return value
-
-
-def _stop_on_signals(stop: threading.Event, log: Any) -> Callable[[], None]:
-    """SIGTERM/SIGINT stop the queries cleanly (between micro-batches' polls)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def handler(signum: int, _frame: Any) -> None:
-        log.info("stop requested", signal=signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def restore() -> None:
-        for sig, prev in previous.items():
-            signal.signal(sig, prev)
-
-    return restore
 
 
 def _root_cause(exc: Any) -> str:
