@@ -116,8 +116,16 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {}
 
     def prepareForTriggerAvailableNow(self) -> None:
+        started = time.monotonic()
         self._refresh_topics(force=True)
         self._target_offsets = self._current_ends()
+        from mm.logs import get_logger
+
+        get_logger("mm.mirror.planner").debug(
+            "available-now target planned",
+            partitions=len(self._target_offsets),
+            seconds=round(time.monotonic() - started, 3),
+        )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadAllAvailable()
