@@ -6,8 +6,8 @@ syncs of one partition sorted by upstream offset, :func:`translate_offset`
 returns the exact downstream offset for a group's committed upstream offset U:
 the downstream offset of the first mirrored record whose upstream offset is
 >= U, or one past the last mirrored record when nothing at or after U has been
-mirrored yet. Callers that must never run ahead of the mirror check
-``U <= last mirrored upstream + 1`` first (see :func:`is_mirrored_up_to`).
+mirrored yet. Callers that must never run ahead of the mirror check that U is at or below
+the mirror's position first (``mm.checkpoint.store`` does).
 """
 
 from __future__ import annotations

@@ -373,7 +373,3 @@ def _root_cause(exc: Any) -> str:
         ):
             return line.strip()
     return text.splitlines()[0] if text else repr(exc)
-
-
-def default_state_dir() -> Path:
-    return Path(os.getcwd()) / "mm-state"

@@ -29,7 +29,6 @@ from confluent_kafka.admin import (
 )
 from mm_client.policy import ReplicationPolicy, would_cycle
 
-from mm.errors import KafkaOperationError
 from mm.kafka.errors import wrap
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's broker default message.max.bytes
@@ -231,10 +230,3 @@ class TopicMirrorPlanner:
                     target_topic=res.name,
                     error=str(wrap(exc, "alter configs")),
                 )
-
-
-def require_known(planner: TopicMirrorPlanner, topic: str) -> MirroredTopic:
-    try:
-        return planner.known[topic]
-    except KeyError:
-        raise KafkaOperationError(f"topic {topic} is not being mirrored") from None
