@@ -2,7 +2,10 @@
 
 ``spark.master`` defaults to ``local[*]``; every ``spark.*`` key of the config is
 applied as given. Python workers are pinned to this interpreter so executors use
-the same environment as the driver (``PYSPARK_PYTHON``).
+the same environment as the driver (``PYSPARK_PYTHON``), through the
+``mm-spark-python`` launcher installed next to it (see :mod:`mm.spark_python`:
+same interpreter, PySpark imported byte-compiled) unless ``PYSPARK_PYTHON`` names
+another interpreter.
 """
 
 from __future__ import annotations
@@ -43,9 +46,20 @@ def require_java() -> str:
     return java
 
 
+def spark_python(configured: str | None = None) -> str:
+    """The executable Spark starts Python processes with.
+
+    ``configured`` (``PYSPARK_PYTHON``) wins unless it is this interpreter, in
+    which case the launcher next to it is used when installed (same interpreter)."""
+    if configured and os.path.abspath(configured) != os.path.abspath(sys.executable):
+        return configured
+    launcher = os.path.join(os.path.dirname(sys.executable), "mm-spark-python")
+    return launcher if os.access(launcher, os.X_OK) else sys.executable
+
+
 def build_spark(app_name: str, spark_conf: Mapping[str, str]) -> SparkSession:
     require_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYSPARK_PYTHON"] = spark_python(os.environ.get("PYSPARK_PYTHON"))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -223,6 +223,8 @@ def _run_flows(
     trigger_seconds: float,
     log: Any,
 ) -> dict[str, FlowStats]:
+    from pyspark.errors import StreamingQueryException
+
     from mm.source.reader import (
         OPTION_FLOW,
         OPTION_MAX_PER_PARTITION,
@@ -338,7 +340,14 @@ def _run_flows(
                     break
                 progress_at_start[name] = st.batches
                 active[name] = start(by_name[name])
-            stop.wait(0.1)
+            if active and not stop.is_set():
+                # wakes as soon as a query ends (not on a fixed poll); the short
+                # timeout keeps signals and restarts responsive
+                try:
+                    spark.streams.awaitAnyTermination(0.1)  # type: ignore[arg-type]  # seconds; floats accepted
+                except StreamingQueryException:
+                    pass  # handled above on the next pass, from q.exception()
+                spark.streams.resetTerminated()
     finally:
         restore()
         if metrics is not None:

@@ -1,0 +1,92 @@
+"""The ``mm-spark-python`` launcher: same interpreter, PySpark imported byte-compiled."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mm.spark_python import installed_pyspark_zip, without_zip
+from mm.spark_session import spark_python
+
+LAUNCHER = Path(sys.executable).parent / "mm-spark-python"
+SHOW = (
+    "import json, os, sys, pyspark\n"
+    "print(json.dumps({'pyspark': pyspark.__file__, 'argv': sys.argv, 'name': __name__,\n"
+    "  'path0': sys.path[0], 'env': os.environ.get('PYTHONPATH', '')}))\n"
+)
+
+
+def _site(tmp: Path, name: str) -> tuple[Path, Path]:
+    site = tmp / name
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    (lib / "pyspark.zip").write_bytes(b"")
+    return site, lib / "pyspark.zip"
+
+
+@pytest.mark.unit
+def test_only_the_installed_pysparks_own_zip_is_dropped(tmp_path: Path) -> None:
+    site, own = _site(tmp_path, "site")
+    _other_site, foreign = _site(tmp_path, "spark-home")
+    path = [str(tmp_path), str(own), str(foreign), "/x/py4j-src.zip", str(site)]
+    found = installed_pyspark_zip(path)
+    assert found == os.path.realpath(own)
+    assert without_zip(path, found) == [str(tmp_path), str(foreign), "/x/py4j-src.zip", str(site)]
+    # no installed PySpark on the path: nothing is dropped
+    assert installed_pyspark_zip([str(own), str(tmp_path)]) is None
+    assert without_zip(path, None) == path
+
+
+@pytest.mark.unit
+def test_spark_python_prefers_the_launcher_for_this_interpreter() -> None:
+    assert spark_python("/opt/other/python3") == "/opt/other/python3"
+    expected = str(LAUNCHER) if os.access(LAUNCHER, os.X_OK) else sys.executable
+    assert spark_python(None) == expected
+    assert spark_python(sys.executable) == expected
+
+
+def _run_launcher(tmp_path: Path, pythonpath: list[str]) -> dict[str, object]:
+    (tmp_path / "showpath.py").write_text(SHOW)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*pythonpath, str(tmp_path)])}
+    out = subprocess.run(
+        [str(LAUNCHER), "-m", "showpath", "a", "b"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+@pytest.mark.unit
+def test_launcher_runs_the_module_with_the_installed_pyspark(tmp_path: Path) -> None:
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.fail(f"{LAUNCHER} is not installed: reinstall the project (pip install -e .)")
+    import pyspark
+
+    pkg = Path(pyspark.__file__).parent
+    own_zip = pkg / "python" / "lib" / "pyspark.zip"
+    assert own_zip.is_file(), own_zip
+    got = _run_launcher(tmp_path, [str(own_zip)])
+    assert got["pyspark"] == pyspark.__file__  # byte-compiled package, not the zip
+    assert got["argv"] == [str(tmp_path / "showpath.py"), "a", "b"]
+    assert got["name"] == "__main__"
+    assert got["path0"] == str(tmp_path)  # like `python -m`: the working directory first
+    assert str(own_zip) not in str(got["env"])
+
+    # a zip that is not the installed PySpark's own copy is kept and wins, as with python -m
+    foreign = tmp_path / "spark-home" / "pyspark.zip"
+    foreign.parent.mkdir()
+    shutil.copy(own_zip, foreign)
+    got = _run_launcher(tmp_path, [str(foreign)])
+    assert str(got["pyspark"]).startswith(str(foreign)), got
