@@ -28,7 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm.config import effective_properties, load_config
+from mm.config import load_config
 from mm.embedded import EmbeddedClusters
 
 TOPIC = "bench"
@@ -225,12 +225,10 @@ def main() -> int:
             .replace(f"A->B.topics = {TOPIC}", "A->B.topics = warmup")
             .replace(f"mm.state.dir = {tmp}/state", f"mm.state.dir = {tmp}/warm-state")
         )
-        run_mirror(
-            load_config(warm_path), effective_properties(warm_path), once=True, trigger_seconds=1
-        )
+        run_mirror(load_config(warm_path), once=True, trigger_seconds=1)
         startup_s = time.perf_counter() - t
         t = time.perf_counter()
-        stats = run_mirror(cfg, effective_properties(cfg_path), once=True, trigger_seconds=1)
+        stats = run_mirror(load_config(cfg_path), once=True, trigger_seconds=1)
         mirror_s = time.perf_counter() - t
         sampler.stop()
         mirrored = stats["A->B"].records

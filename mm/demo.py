@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mm_client.records import OffsetSync
 from mm_client.translation import translate_offset
 
-from mm.config import effective_properties, load_config
+from mm.config import load_config
 from mm.embedded import EmbeddedClusters
 from mm.logs import get_logger
 
@@ -156,7 +156,7 @@ def run_demo(records: int = 30_000, keep: bool = False) -> int:
 
         cfg = load_config(cfg_path)
         started = time.monotonic()
-        stats = run_mirror(cfg, effective_properties(cfg_path), once=True, trigger_seconds=1.0)
+        stats = run_mirror(cfg, once=True, trigger_seconds=1.0)
         elapsed = time.monotonic() - started
         st = stats["A->B"]
         print(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mm.commands.flows import add_flow_option, select_flows
-from mm.config import effective_properties, load_config
+from mm.config import load_config
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,6 @@ def run(args: argparse.Namespace) -> int:
     from mm.source.job import run_mirror
 
     cfg = load_config(args.config)
-    props = effective_properties(args.config)
     flows = select_flows(cfg, args.flow)
     trigger = args.trigger_seconds
     if trigger is None:
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             trigger = float(raw)
         except ValueError:
             raise ConfigError("mm.mirror.trigger.seconds", raw, "a number of seconds") from None
-    stats = run_mirror(cfg, props, once=args.once, trigger_seconds=trigger, flows=flows)
+    stats = run_mirror(cfg, once=args.once, trigger_seconds=trigger, flows=flows)
     failed = {k: v for s in stats.values() for k, v in s.errors.items()}
     failed_topics = {t: v for s in stats.values() for t, v in s.failed_topics.items()}
     for topic, err in sorted(failed_topics.items()):

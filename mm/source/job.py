@@ -7,7 +7,6 @@ the job exits. Otherwise a processing-time trigger runs micro-batches forever.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -24,7 +23,7 @@ from mm.errors import ConfigError, MirrorError
 from mm.kafka.errors import wrap
 from mm.logs import get_logger
 from mm.signals import stop_on_signals
-from mm.source.runtime import offset_syncs_topic
+from mm.source.runtime import mirror_plan, offset_syncs_topic
 from mm.source.topics import TopicMirrorPlanner
 
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -156,7 +155,6 @@ def batch_handler(flow: FlowConfig, stats: FlowStats) -> Callable[[Any, int], No
 
 def run_mirror(
     cfg: MirrorConfig,
-    properties: dict[str, str],
     *,
     once: bool,
     trigger_seconds: float,
@@ -178,7 +176,7 @@ def run_mirror(
     try:
         for flow in flows:
             locks.append(lock_flow_state(cfg, flow))
-        return _run_flows(cfg, properties, flows, once, trigger_seconds, log)
+        return _run_flows(cfg, flows, once, trigger_seconds, log)
     finally:
         for lock in locks:
             lock.close()  # closing the file releases its lock
@@ -217,7 +215,6 @@ def lock_flow_state(cfg: MirrorConfig, flow: FlowConfig) -> Any:
 
 def _run_flows(
     cfg: MirrorConfig,
-    properties: dict[str, str],
     flows: list[FlowConfig],
     once: bool,
     trigger_seconds: float,
@@ -226,9 +223,8 @@ def _run_flows(
     from pyspark.errors import StreamingQueryException
 
     from mm.source.reader import (
-        OPTION_FLOW,
         OPTION_MAX_PER_PARTITION,
-        OPTION_PROPERTIES,
+        OPTION_PLAN,
         MirrorDataSource,
     )
     from mm.spark_session import build_spark
@@ -262,7 +258,7 @@ def _run_flows(
 
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)
-    props_json = json.dumps(properties)
+    plans = {f.name: mirror_plan(cfg, f).encode() for f in flows}
     max_per_partition = cfg.mm.get("mirror.max.records.per.partition.per.batch", "1000000")
     stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
 
@@ -270,8 +266,7 @@ def _run_flows(
         checkpoint = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
         df = (
             spark.readStream.format("mm_mirror")
-            .option(OPTION_PROPERTIES, props_json)
-            .option(OPTION_FLOW, flow.name)
+            .option(OPTION_PLAN, plans[flow.name])
             .option(OPTION_MAX_PER_PARTITION, max_per_partition)
             .load()
         )

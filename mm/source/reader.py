@@ -7,15 +7,14 @@ range straight from the source to the target inside the Python worker
 (:mod:`mm.source.task`), yielding one summary row. Record payloads never enter
 the JVM.
 
-The reader is built on the driver from the flow's properties (passed as the
-option ``mm.secret.properties``: Spark redacts option names containing
-"secret" in plans and logs). ``read`` runs on executors and uses only the
-picklable :class:`FlowRuntime`.
+The reader is built from the flow's :class:`~mm.source.plan.MirrorPlan`, passed
+as the option ``mm.secret.plan`` (Spark redacts option names containing
+"secret" in plans and logs: the plan holds client credentials). ``read`` runs on
+executors and uses only the plan's picklable :class:`FlowRuntime`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -33,8 +32,7 @@ from pyspark.sql.streaming.datasource import (
 
 from mm.source.spec import MIRROR_RESULT_SCHEMA, FlowRuntime, RangeSpec
 
-OPTION_PROPERTIES = "mm.secret.properties"
-OPTION_FLOW = "flow"
+OPTION_PLAN = "mm.secret.plan"
 OPTION_MAX_PER_PARTITION = "max.records.per.partition"
 
 
@@ -61,14 +59,10 @@ class MirrorDataSource(DataSource):
 
 class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
-        from mm.config import build_config
-        from mm.source.runtime import flow_runtime
+        from mm.source.plan import MirrorPlan
 
-        props = json.loads(options[OPTION_PROPERTIES])
-        source, _, target = options[OPTION_FLOW].partition("->")
-        self._config = build_config(props)
-        self._flow = self._config.flow(source, target)
-        self.runtime: FlowRuntime = flow_runtime(self._config, self._flow)
+        self._plan = MirrorPlan.decode(options[OPTION_PLAN])
+        self.runtime: FlowRuntime = self._plan.runtime
         self._max_per_partition = int(options.get(OPTION_MAX_PER_PARTITION, "1000000"))
         self._planner: Any = None
         self._last_refresh = 0.0
@@ -86,15 +80,17 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- planning (driver) ------------------------------------------------------
     def _planner_obj(self) -> Any:
         if self._planner is None:
-            from mm.logs import configure_logging
-            from mm.source.job import topic_planner
+            from mm.logs import configure_logging, get_logger
+            from mm.source.topics import TopicMirrorPlanner
 
             configure_logging()
-            self._planner = topic_planner(self._config, self._flow)
+            rt = self.runtime
+            log = get_logger("mm.mirror.planner", flow=f"{rt.source}->{rt.target}")
+            self._planner = TopicMirrorPlanner(**self._plan.planner, log=log)
         return self._planner
 
     def _refresh_topics(self, force: bool = False) -> None:
-        interval = self._flow.refresh_topics_interval_seconds
+        interval = self._plan.refresh_topics_interval_seconds
         if force or not self._topics or time.monotonic() - self._last_refresh >= interval:
             self._topics = self._planner_obj().refresh()
             self._last_refresh = time.monotonic()

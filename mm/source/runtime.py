@@ -1,8 +1,12 @@
-"""Builds a flow's :class:`FlowRuntime` from the validated configuration."""
+"""Builds a flow's :class:`FlowRuntime` and :class:`MirrorPlan` from the validated
+configuration (driver side)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mm.config import FlowConfig, MirrorConfig
+from mm.source.plan import MirrorPlan, NameFilter
 from mm.source.spec import FlowRuntime
 
 
@@ -35,4 +39,28 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         transactional_id_prefix=f"mm.{flow.source}.{flow.target}",
         errors_tolerance=flow.errors_tolerance,
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
+    )
+
+
+def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:
+    """Keyword arguments of the flow's :class:`~mm.source.topics.TopicMirrorPlanner`
+    (all picklable), except ``log``."""
+    return {
+        "source_admin": dict(cfg.cluster(flow.source).librdkafka("admin")),
+        "target_admin": dict(cfg.cluster(flow.target).librdkafka("admin")),
+        "topic_filter": NameFilter(tuple(flow.topics), tuple(flow.topics_exclude)),
+        "config_filter": NameFilter((".*",), tuple(flow.config_properties_exclude)),
+        "policy": flow.policy(),
+        "source_alias": flow.source,
+        "target_alias": flow.target,
+        "replication_factor": flow.replication_factor,
+        "sync_configs": flow.sync_topic_configs_enabled,
+    }
+
+
+def mirror_plan(cfg: MirrorConfig, flow: FlowConfig) -> MirrorPlan:
+    return MirrorPlan(
+        runtime=flow_runtime(cfg, flow),
+        planner=planner_settings(cfg, flow),
+        refresh_topics_interval_seconds=flow.refresh_topics_interval_seconds,
     )

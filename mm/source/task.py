@@ -56,6 +56,8 @@ from mm.source.state import decode_state, encode_state
 # (flow prefix, target topic, partition) -> batch id whose source-side syncs this
 # worker process wrote; lets a task skip re-writing them (see module docstring)
 _SYNCS_WRITTEN: dict[tuple[str, str, int], str] = {}
+# source cluster producer settings -> the worker's producer for offset syncs
+_SYNC_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 
 _CONSUME_BATCH = 5000
 
@@ -167,22 +169,75 @@ def read_state(rt: FlowRuntime, spec: RangeSpec, timeout: float = 30.0) -> tuple
         consumer.close()
 
 
-def _write_source_syncs(
-    rt: FlowRuntime, producer: Producer | None, spec: RangeSpec, syncs: list[tuple[int, int]]
-) -> Producer:
+class _SourceSyncWriter:
+    """Writes a range's offset syncs to the source cluster's offset-syncs topic.
+
+    Syncs are produced right after each commit and flushed once, when the range
+    is done, so the loop never waits for them. The producer is kept for the
+    worker process's life (one per source cluster configuration): creating one
+    (connect, InitProducerId) costs a few hundred ms, once per task otherwise.
+    """
+
+    def __init__(self, rt: FlowRuntime, spec: RangeSpec, key: tuple[str, str, int]) -> None:
+        self._rt, self._spec, self._key = rt, spec, key
+        self._batch: str | None = None  # newest batch whose syncs were produced
+        self._errors: list[str] = []
+        self._producer: Producer | None = None
+
+    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            self._errors.append(err.str())
+
+    def write(self, syncs: list[tuple[int, int]], batch_id: str) -> None:
+        if self._producer is None:
+            self._producer = _sync_producer(self._rt)
+        spec = self._spec
+        for u, d in syncs:
+            s = OffsetSync(spec.topic, spec.partition, u, d)
+            while True:
+                try:
+                    self._producer.produce(
+                        self._rt.offset_syncs_topic,
+                        s.value_bytes(),
+                        s.key_bytes(),
+                        partition=0,
+                        on_delivery=self._on_delivery,
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+        self._producer.poll(0)
+        self._batch = batch_id
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait for every produced sync; raises when one was not written."""
+        if self._producer is None:
+            return
+        spec = self._spec
+        remaining = self._producer.flush(timeout)
+        if remaining or self._errors:
+            _SYNC_PRODUCERS.pop(_sync_producer_key(self._rt), None)  # start afresh next time
+            what = self._errors[0] if self._errors else f"{remaining} not acknowledged"
+            raise KafkaOperationError(
+                f"offset syncs for {spec.topic}[{spec.partition}] not written to "
+                f"{self._rt.offset_syncs_topic} within {timeout:.0f}s: {what}",
+                code="_TIMED_OUT",
+                retriable=True,
+            )
+        if self._batch is not None:
+            _SYNCS_WRITTEN[self._key] = self._batch
+
+
+def _sync_producer_key(rt: FlowRuntime) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)) for k, v in rt.source_producer.items()))
+
+
+def _sync_producer(rt: FlowRuntime) -> Producer:
+    key = _sync_producer_key(rt)
+    producer = _SYNC_PRODUCERS.get(key)
     if producer is None:
         producer = Producer({**rt.source_producer, "enable.idempotence": True, "acks": "all"})
-    for u, d in syncs:
-        s = OffsetSync(spec.topic, spec.partition, u, d)
-        producer.produce(rt.offset_syncs_topic, s.value_bytes(), s.key_bytes(), partition=0)
-    remaining = producer.flush(30)
-    if remaining:
-        raise KafkaOperationError(
-            f"{remaining} offset syncs for {spec.topic}[{spec.partition}] not acknowledged "
-            f"by {rt.offset_syncs_topic} within 30s",
-            code="_TIMED_OUT",
-            retriable=True,
-        )
+        _SYNC_PRODUCERS[key] = producer
     return producer
 
 
@@ -213,7 +268,7 @@ def mirror_range(
     result = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
     key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
     producer = Producer(_producer_conf(rt, spec))
-    source_sync_producer: Producer | None = None
+    syncs = None if rt.offset_syncs_on_target else _SourceSyncWriter(rt, spec, key)
     consumer: Consumer | None = None
     try:
         try:
@@ -222,15 +277,9 @@ def mirror_range(
             raise wrap(exc, f"init transactions for {spec.target_topic}[{spec.partition}]") from exc
         committed, metadata = read_state(rt, spec)
         state = decode_state(metadata)
-        if (
-            state is not None
-            and not rt.offset_syncs_on_target
-            and _SYNCS_WRITTEN.get(key) != state[0]
-            and state[1]
-        ):
+        if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
             # the last committed transaction's syncs may not have reached the source
-            source_sync_producer = _write_source_syncs(rt, None, spec, state[1])
-            _SYNCS_WRITTEN[key] = state[0]
+            syncs.write(state[1], state[0])
         start = committed if committed >= 0 else spec.start
         result.resumed_from = start
         result.position = start
@@ -251,7 +300,7 @@ def mirror_range(
                 consumer,
                 group_meta.consumer_group_metadata(),
                 result,
-                key,
+                syncs,
                 start,
                 log,
             )
@@ -261,8 +310,9 @@ def mirror_range(
     finally:
         if consumer is not None:
             consumer.close()
-        if source_sync_producer is not None:
-            source_sync_producer.flush(10)
+        if syncs is not None:
+            # also when the loop failed: what it committed gets its syncs
+            syncs.flush()
 
 
 def _mirror_loop(
@@ -272,7 +322,7 @@ def _mirror_loop(
     consumer: Consumer,
     group_metadata: Any,
     result: RangeResult,
-    key: tuple[str, str, int],
+    syncs: _SourceSyncWriter | None,
     start: int,
     log: Callable[..., None] | None,
 ) -> None:
@@ -288,7 +338,6 @@ def _mirror_loop(
     done = False
     stop_error: str | None = None
     idle_since = time.monotonic()
-    source_sync_producer: Producer | None = None
 
     while not done:
         tracker = RunTracker()
@@ -422,7 +471,7 @@ def _mirror_loop(
                 _commit_position_only(producer, group_metadata, spec, expected)
             result.position = expected
             break
-        source_sync_producer = _commit(
+        _commit(
             rt,
             spec,
             producer,
@@ -430,14 +479,11 @@ def _mirror_loop(
             tracker,
             delivery,
             expected,
-            key,
             result,
-            source_sync_producer,
+            syncs,
             txn_bytes,
         )
         result.position = expected
-    if source_sync_producer is not None:
-        source_sync_producer.flush(10)
     if stop_error is not None:
         raise RecordTooLargeError(stop_error, result)
 
@@ -521,11 +567,10 @@ def _commit(
     tracker: RunTracker,
     delivery: _Delivery,
     next_pos: int,
-    key: tuple[str, str, int],
     result: RangeResult,
-    source_sync_producer: Producer | None,
+    syncs: _SourceSyncWriter | None,
     txn_bytes: int,
-) -> Producer | None:
+) -> None:
     where = f"{spec.target_topic}[{spec.partition}]"
     remaining = producer.flush(120)
     if remaining or delivery.error is not None or (tracker.count and delivery.first < 0):
@@ -535,11 +580,11 @@ def _commit(
             f"{delivery.error.str() if delivery.error else f'{remaining} records unacknowledged'}",
             code=delivery.error.name() if delivery.error else "_TIMED_OUT",
         )
-    syncs = tracker.syncs(delivery.first)
+    pairs = tracker.syncs(delivery.first)
     batch_id = uuid.uuid4().hex[:12]
     try:
         if rt.offset_syncs_on_target:
-            for u, d in syncs:
+            for u, d in pairs:
                 s = OffsetSync(spec.topic, spec.partition, u, d)
                 producer.produce(rt.offset_syncs_topic, s.value_bytes(), s.key_bytes(), 0)
         producer.send_offsets_to_transaction(
@@ -548,7 +593,7 @@ def _commit(
                     spec.target_topic,
                     spec.partition,
                     next_pos,
-                    metadata=encode_state(batch_id, syncs),
+                    metadata=encode_state(batch_id, pairs),
                 )
             ],
             group_metadata,
@@ -563,11 +608,9 @@ def _commit(
     result.records += tracker.count
     result.bytes += txn_bytes
     result.transactions += 1
-    result.syncs += len(syncs)
-    if not rt.offset_syncs_on_target:
-        source_sync_producer = _write_source_syncs(rt, source_sync_producer, spec, syncs)
-        _SYNCS_WRITTEN[key] = batch_id
-    return source_sync_producer
+    result.syncs += len(pairs)
+    if syncs is not None:
+        syncs.write(pairs, batch_id)
 
 
 def _abort(producer: Producer) -> None:
