@@ -171,3 +171,15 @@ def test_mounted_properties_match_the_services(services: dict[str, dict[str, Any
     worker = _argv(services["spark-worker"]["command"])
     jobs = sum(1 for argv in _mm_commands(services).values() if argv[0] in {"mirror", "checkpoint"})
     assert int(cfg.spark["spark.cores.max"]) * jobs <= int(worker[worker.index("--cores") + 1])
+
+
+def test_spark_python_in_the_image_is_installed_by_the_project() -> None:
+    """PYSPARK_PYTHON in the image names a console script the project installs."""
+    import tomllib
+
+    text = COMPOSE.read_text()
+    line = next(ln for ln in text.splitlines() if "PYSPARK_PYTHON=" in ln)
+    exe = line.split("PYSPARK_PYTHON=", 1)[1].split()[0]
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert exe in scripts, (exe, sorted(scripts))
+    assert scripts[exe] == "mm.spark_python:main"
