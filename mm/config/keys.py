@@ -62,7 +62,9 @@ IGNORED_KEYS: dict[str, str] = {
     "emit.offset-syncs.enabled": "offset syncs are always written",
     "topic.filter.class": "only the regex filters (topics, topics.exclude) are supported",
     "group.filter.class": "only the regex filters (groups, groups.exclude) are supported",
-    "config.property.filter.class": "only config.properties.exclude is supported",
+    "config.property.filter.class": (
+        "the default filter is built in: config.properties.exclude and use.defaults.from"
+    ),
     "consumer.poll.timeout.ms": "Spark micro-batches set the polling cadence",
     "admin.timeout.ms": "clients use librdkafka timeouts",
     "dedicated.mode.enable.internal.rest": "there is no Connect REST server",

@@ -320,7 +320,9 @@ class FlowConfig(_MaskedRepr, BaseModel):
         "sync.topic.configs.enabled", True, "Copy topic configs to remote topics."
     )
     sync_topic_configs_interval_seconds: Seconds = _prop(
-        "sync.topic.configs.interval.seconds", 600, "Topic config sync period (as MM2)."
+        "sync.topic.configs.interval.seconds",
+        600,
+        "Topic config sync period (as MM2); checked at each topic refresh.",
     )
     config_properties_exclude: RegexList = _prop(
         "config.properties.exclude",
@@ -334,6 +336,14 @@ class FlowConfig(_MaskedRepr, BaseModel):
         ),
         "Topic config properties never copied (as MM2).",
         deprecated="config.properties.blacklist",
+    )
+    use_defaults_from: Annotated[
+        Literal["target", "source"], BeforeValidator(_parse_choice("target", "source"))
+    ] = _prop(
+        "use.defaults.from",
+        "target",
+        "Whose defaults remote topics get (KIP-894, as MM2): 'target' copies only configs "
+        "not at their default on the source; 'source' copies the source's defaults too.",
     )
     replication_factor: ReplicationFactor = _prop(
         "replication.factor",

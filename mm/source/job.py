@@ -23,7 +23,7 @@ from mm.errors import ConfigError, MirrorError
 from mm.kafka.errors import wrap
 from mm.logs import get_logger
 from mm.signals import stop_on_signals
-from mm.source.runtime import mirror_plan, offset_syncs_topic
+from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
 from mm.source.topics import TopicMirrorPlanner
 
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -51,18 +51,10 @@ class FlowStats:
 
 
 def topic_planner(cfg: MirrorConfig, flow: FlowConfig) -> TopicMirrorPlanner:
-    """The flow's topic planner (the Spark source and the driver's check use the same)."""
+    """The flow's topic planner, built from the same settings the Spark source gets
+    in its :class:`~mm.source.plan.MirrorPlan` (driver-side check)."""
     return TopicMirrorPlanner(
-        cfg.cluster(flow.source).librdkafka("admin"),
-        cfg.cluster(flow.target).librdkafka("admin"),
-        topic_filter=flow.topic_filter,
-        config_filter=flow.config_property_filter,
-        policy=flow.policy(),
-        source_alias=flow.source,
-        target_alias=flow.target,
-        replication_factor=flow.replication_factor,
-        sync_configs=flow.sync_topic_configs_enabled,
-        log=get_logger("mm.mirror.planner", flow=flow.name),
+        **planner_settings(cfg, flow), log=get_logger("mm.mirror.planner", flow=flow.name)
     )
 
 

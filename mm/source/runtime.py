@@ -55,6 +55,8 @@ def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:
         "target_alias": flow.target,
         "replication_factor": flow.replication_factor,
         "sync_configs": flow.sync_topic_configs_enabled,
+        "sync_configs_interval": flow.sync_topic_configs_interval_seconds,
+        "use_defaults_from": flow.use_defaults_from,
     }
 
 

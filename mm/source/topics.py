@@ -5,17 +5,37 @@ Selection (MM2's rules): a topic is mirrored when the flow's ``topics`` /
 mirrored); never when it is internal (``__*``, ``*.internal``, MM2's own
 topics) or when mirroring it would send it back to a cluster it came from.
 
-Target topics are created with the source's partition count and its explicitly
-set configs minus ``config.properties.exclude``. A target topic with *fewer*
-partitions than its source fails that topic (partitions are never remapped);
-more partitions are allowed.
+Target topics are created with the source's partition count and its configs,
+chosen as MM2's ``MirrorSourceConnector.targetConfig`` chooses them: never
+read-only, sensitive or null-valued entries, never ``STATIC_BROKER_CONFIG``
+ones, never names matching ``config.properties.exclude``; and entries the
+broker labels ``DEFAULT_CONFIG`` (Java's ``ConfigEntry.isDefault()``) only with
+``use.defaults.from = source`` (KIP-894). With the default ``target`` the remote
+topic keeps the target cluster's defaults, so what is copied is what was set on
+the source topic (``DYNAMIC_TOPIC_CONFIG``) or on its brokers
+(``DYNAMIC_BROKER_CONFIG``, ``DYNAMIC_DEFAULT_BROKER_CONFIG``), as in MM2.
+
+Brokers that label a topic's own settings ``DEFAULT_CONFIG`` (Tansu 0.6 does)
+get nothing copied with ``target``; ``use.defaults.from = source`` copies them.
+
+``sync.topic.configs.enabled`` re-syncs existing remote topics every
+``sync.topic.configs.interval.seconds`` (checked at each topic refresh, so
+never more often than ``refresh.topics.interval.seconds``) with
+IncrementalAlterConfigs, as MM2 does: SET for a copied entry whose value differs
+on the target, DELETE (back to the target's default) for a source default under
+``target`` when the target topic sets that config itself. A failed sync is a
+warning; mirroring goes on.
+
+A target topic with *fewer* partitions than its source fails that topic
+(partitions are never remapped); more partitions are allowed.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -29,9 +49,17 @@ from confluent_kafka.admin import (
 )
 from mm_client.policy import ReplicationPolicy, would_cycle
 
+from mm.errors import MirrorError
 from mm.kafka.errors import wrap
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's broker default message.max.bytes
+
+# use.defaults.from (KIP-894): whose defaults a remote topic gets
+UseDefaultsFrom = Literal["target", "source"]
+
+_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+_STATIC_BROKER = ConfigSource.STATIC_BROKER_CONFIG.value
+_DEFAULT = ConfigSource.DEFAULT_CONFIG.value
 
 
 @dataclass(frozen=True)
@@ -65,20 +93,76 @@ def select_topics(
     return sorted(selected)
 
 
+def _source_of(entry: Any) -> int | None:
+    source = getattr(entry, "source", None)  # an int from describe_configs, or an enum
+    return None if source is None else int(getattr(source, "value", source))
+
+
+def _is_default(entry: Any) -> bool:
+    """Java's ``ConfigEntry.isDefault()``: the broker labels the value DEFAULT_CONFIG."""
+    source = _source_of(entry)
+    if source is None:
+        return bool(getattr(entry, "is_default", False))
+    return source == _DEFAULT
+
+
+def _replicable(name: str, entry: Any, config_filter: Callable[[str], bool]) -> bool:
+    """MM2's filters whatever ``use.defaults.from`` says."""
+    return (
+        not getattr(entry, "is_read_only", False)
+        and not getattr(entry, "is_sensitive", False)
+        and _source_of(entry) != _STATIC_BROKER
+        and config_filter(name)
+    )
+
+
 def copyable_configs(
-    described: dict[str, Any], config_filter: Callable[[str], bool]
+    described: dict[str, Any],
+    config_filter: Callable[[str], bool],
+    use_defaults_from: UseDefaultsFrom = "target",
 ) -> dict[str, str]:
-    """Source topic configs worth copying: set on the topic itself, not excluded (pure)."""
+    """Configs a new remote topic is created with, from the source's described ones (pure).
+
+    Not read-only, sensitive, null-valued, STATIC_BROKER_CONFIG nor excluded by
+    ``config_filter``; DEFAULT_CONFIG entries only when ``use_defaults_from`` is
+    ``"source"``.
+    """
     out: dict[str, str] = {}
     for name, entry in described.items():
-        source = getattr(entry, "source", None)
-        if source is not None and source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value:
+        if entry.value is None or not _replicable(name, entry, config_filter):
             continue
-        if getattr(entry, "is_sensitive", False) or entry.value is None:
-            continue
-        if config_filter(name):
-            out[name] = entry.value
+        if _is_default(entry) and use_defaults_from != "source":
+            continue  # the target's own default applies
+        out[name] = entry.value
     return out
+
+
+def config_changes(
+    source: dict[str, Any],
+    target: dict[str, Any],
+    config_filter: Callable[[str], bool],
+    use_defaults_from: UseDefaultsFrom = "target",
+) -> dict[str, str | None]:
+    """What syncing a remote topic alters: name -> value to SET, or None to DELETE (pure).
+
+    ``source`` and ``target`` are the two topics' described configs. As MM2's
+    incremental sync: a replicable source entry is SET on the target, except a
+    DEFAULT_CONFIG one under ``use_defaults_from="target"``, which is DELETEd
+    from the target topic so the target's default applies. Only real changes are
+    returned: a SET whose value the target already has, or a DELETE of a config
+    the target topic does not set itself (DYNAMIC_TOPIC_CONFIG), is left out.
+    """
+    changes: dict[str, str | None] = {}
+    for name, entry in source.items():
+        if not _replicable(name, entry, config_filter):
+            continue
+        have = target.get(name)
+        if _is_default(entry) and use_defaults_from != "source":
+            if have is not None and _source_of(have) == _TOPIC_CONFIG:
+                changes[name] = None
+        elif entry.value is not None and (have is None or have.value != entry.value):
+            changes[name] = entry.value
+    return changes
 
 
 class TopicMirrorPlanner:
@@ -96,6 +180,8 @@ class TopicMirrorPlanner:
         target_alias: str,
         replication_factor: int,
         sync_configs: bool,
+        sync_configs_interval: float,
+        use_defaults_from: UseDefaultsFrom,
         log: Any,
     ) -> None:
         self._source = AdminClient(source_admin)
@@ -107,6 +193,9 @@ class TopicMirrorPlanner:
         self._target_alias = target_alias
         self._rf = replication_factor
         self._sync_configs = sync_configs
+        self._sync_interval = sync_configs_interval
+        self._last_sync: float | None = None  # monotonic; None: sync at the first refresh
+        self._use_defaults_from: UseDefaultsFrom = use_defaults_from
         self._log = log
         self.known: dict[str, MirroredTopic] = {}
         self.failed: dict[str, str] = {}
@@ -119,7 +208,13 @@ class TopicMirrorPlanner:
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def refresh(self, timeout: float = 30.0) -> dict[str, MirroredTopic]:
-        """Discover topics, create/check their targets; returns the mirrorable ones."""
+        """Discover topics, create/check their targets, sync configs when due.
+
+        Returns the mirrorable topics. Configs of existing remote topics are synced
+        at the first refresh and then every ``sync_configs_interval`` seconds (at
+        the first refresh after it elapsed); targets created by this refresh
+        already have the source's configs and are left out.
+        """
         partitions = self.source_partitions(timeout)
         selected = select_topics(
             partitions,
@@ -131,11 +226,22 @@ class TopicMirrorPlanner:
         grown = [
             t for t in selected if t in self.known and partitions[t] > self.known[t].partitions
         ]
+        created: set[str] = set()
         if new or grown:
-            self._ensure_targets({t: partitions[t] for t in [*new, *grown]}, timeout)
-        elif self._sync_configs and self.known:
-            self.sync_configs(list(self.known), timeout)
+            created = self._ensure_targets({t: partitions[t] for t in [*new, *grown]}, timeout)
+        if self._sync_configs and self._sync_due():
+            self._last_sync = time.monotonic()
+            existing = [t for t in self.known if t not in created]
+            if existing:
+                try:
+                    self.sync_configs(existing, timeout)
+                except MirrorError as exc:
+                    # keep mirroring: stale configs on the target are worth a warning
+                    self._log.warning("topic config sync failed", error=str(exc))
         return dict(self.known)
+
+    def _sync_due(self) -> bool:
+        return self._last_sync is None or time.monotonic() - self._last_sync >= self._sync_interval
 
     def _describe(
         self, admin: AdminClient, topics: list[str], timeout: float, where: str
@@ -151,7 +257,9 @@ class TopicMirrorPlanner:
                 raise wrap(exc, f"describe configs of {res.name} on {where}") from exc
         return out
 
-    def _ensure_targets(self, wanted: dict[str, int], timeout: float) -> None:
+    def _ensure_targets(self, wanted: dict[str, int], timeout: float) -> set[str]:
+        """Create or check the targets of ``wanted``; returns the source topics whose
+        target this call created."""
         source_configs = self._describe(self._source, list(wanted), timeout, self._source_alias)
         names = {t: self._policy.format_remote_topic(self._source_alias, t) for t in wanted}
         try:
@@ -159,6 +267,7 @@ class TopicMirrorPlanner:
         except KafkaException as exc:
             raise wrap(exc, f"list topics on target cluster {self._target_alias}") from exc
         to_create = []
+        created: set[str] = set()
         for t, n in wanted.items():
             target = names[t]
             existing = target_md.get(target)
@@ -176,8 +285,11 @@ class TopicMirrorPlanner:
                         "topic cannot be mirrored", topic=t, target_topic=target, reason=msg
                     )
                 continue
-            configs = copyable_configs(source_configs.get(t, {}), self._config_filter)
+            configs = copyable_configs(
+                source_configs.get(t, {}), self._config_filter, self._use_defaults_from
+            )
             to_create.append(NewTopic(target, n, self._rf, config=configs))
+            created.add(t)
         if to_create:
             futures = self._target.create_topics(to_create, request_timeout=timeout)
             for target, fut in futures.items():
@@ -189,37 +301,53 @@ class TopicMirrorPlanner:
                     if getattr(err, "name", lambda: "")() != "TOPIC_ALREADY_EXISTS":
                         raise wrap(exc, f"create topic {target} on {self._target_alias}") from exc
         ok = [t for t in wanted if t not in self.failed]
-        limits = self._describe(self._target, [names[t] for t in ok], timeout, self._target_alias)
+        limits = self._record_limits([names[t] for t in ok], timeout)
         for t in ok:
-            entry = limits.get(names[t], {}).get("max.message.bytes")
+            self.known[t] = MirroredTopic(t, names[t], wanted[t], limits[names[t]])
+        return created
+
+    def _record_limits(self, targets: list[str], timeout: float) -> dict[str, int]:
+        """max.message.bytes of each target topic (Kafka's default when not reported)."""
+        described = self._describe(self._target, targets, timeout, self._target_alias)
+        out = {}
+        for name in targets:
+            entry = described.get(name, {}).get("max.message.bytes")
             limit = int(entry.value) if entry is not None and entry.value else 0
-            self.known[t] = MirroredTopic(
-                t, names[t], wanted[t], limit or DEFAULT_MAX_MESSAGE_BYTES
-            )
+            out[name] = limit or DEFAULT_MAX_MESSAGE_BYTES
+        return out
 
     def sync_configs(self, topics: list[str], timeout: float) -> None:
-        """Bring target topic configs in line with the source (sync.topic.configs)."""
+        """Bring remote topic configs in line with the source (sync.topic.configs)."""
         source = self._describe(self._source, topics, timeout, self._source_alias)
         target_names = [self.known[t].target_topic for t in topics]
         target = self._describe(self._target, target_names, timeout, self._target_alias)
         resources = []
+        by_target = {self.known[t].target_topic: t for t in topics}
+        limit_changed = []
         for t in topics:
-            want = copyable_configs(source.get(t, {}), self._config_filter)
-            have = target.get(self.known[t].target_topic, {})
-            changes = [
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                for k, v in want.items()
-                if k not in have or have[k].value != v
-            ]
+            name = self.known[t].target_topic
+            changes = config_changes(
+                source.get(t, {}),
+                target.get(name, {}),
+                self._config_filter,
+                self._use_defaults_from,
+            )
             if changes:
+                entries = [
+                    ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                    if v is not None
+                    else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k, v in sorted(changes.items())
+                ]
                 resources.append(
-                    ConfigResource(
-                        ResourceType.TOPIC, self.known[t].target_topic, incremental_configs=changes
-                    )
+                    ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
                 )
+                if "max.message.bytes" in changes:
+                    limit_changed.append(name)
         if not resources:
             return
-        for res, fut in self._target.incremental_alter_configs(resources).items():
+        futures = self._target.incremental_alter_configs(resources, request_timeout=timeout)
+        for res, fut in futures.items():
             try:
                 fut.result(timeout)
                 self._log.info("synced topic configs", target_topic=res.name)
@@ -230,3 +358,8 @@ class TopicMirrorPlanner:
                     target_topic=res.name,
                     error=str(wrap(exc, "alter configs")),
                 )
+        if limit_changed:  # records are checked against the target's limit: keep it current
+            for name, limit in self._record_limits(limit_changed, timeout).items():
+                t = by_target[name]
+                mt = self.known[t]
+                self.known[t] = MirroredTopic(t, name, mt.partitions, limit)

@@ -130,6 +130,20 @@ CASES = [
         id="errors-tolerance",
     ),
     pytest.param(
+        {"A->B.use.defaults.from": "both"},
+        "A->B.use.defaults.from",
+        "both",
+        "'target' or 'source'",
+        id="use-defaults-from",
+    ),
+    pytest.param(
+        {"use.defaults.from": ""},
+        "use.defaults.from",
+        "",
+        "'target' or 'source'",
+        id="defaults-empty",
+    ),
+    pytest.param(
         {"replication.policy.class": "com.acme.MyPolicy"},
         "replication.policy.class",
         "com.acme.MyPolicy",

@@ -125,6 +125,7 @@ def test_defaults() -> None:
     assert flow.replication_factor == -1  # MM2: 2
     assert flow.config_properties_exclude[-1] == r"min\.insync\.replicas"
     assert len(flow.config_properties_exclude) == 6
+    assert flow.use_defaults_from == "target"
     assert flow.errors_tolerance == "none"
     assert flow.errors_deadletterqueue_topic_name is None
 
@@ -135,6 +136,7 @@ def test_typed_values_are_parsed() -> None:
         "A->B.enabled": " TRUE ",
         "offset-syncs.topic.location": "Target",
         "errors.tolerance": "ALL",
+        "use.defaults.from": " Source ",
         "errors.deadletterqueue.topic.name": "mm2-dlq",
         "offset.lag.max": "0",
         "A->B.replication.policy.separator": "_",
@@ -143,6 +145,7 @@ def test_typed_values_are_parsed() -> None:
     assert flow.enabled is True
     assert flow.offset_syncs_topic_location == "target"
     assert flow.errors_tolerance == "all"
+    assert flow.use_defaults_from == "source"
     assert flow.errors_deadletterqueue_topic_name == "mm2-dlq"
     assert flow.offset_lag_max == 0
     assert flow.replication_policy_separator == "_"

@@ -1,8 +1,10 @@
 """Target topics: created like the source, refused when they have too few partitions,
-and discovered while a continuous mirror runs.
+discovered while a continuous mirror runs, and their configs kept in sync.
 
-One `mm mirror --once` run serves the creation and fewer-partitions tests; the
-discovery test runs its own continuous mirror.
+One `mm mirror --once` run serves the creation and fewer-partitions tests (MM2's
+default `use.defaults.from = target`); the `use.defaults.from = source` test
+runs its own; the discovery and config-sync tests run their own continuous
+mirrors.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import ConfigSource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 from support.clusters import KafkaCluster
 from support.mirror import (
     ContinuousMirror,
@@ -105,6 +114,91 @@ def test_target_gets_source_configs_minus_excluded(
         )
     for name, value in COPIED.items():
         assert target.get(name, (None, 0))[0] == value, f"{name}: {target.get(name)}"
+
+
+def test_source_defaults_copy_every_config_set_on_the_source(
+    cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
+) -> None:
+    """With `use.defaults.from = source` the configs reach the target whatever source
+    label the broker gives them (Tansu 0.6 labels a topic's own settings defaults)."""
+    topic = f"mtopic-srcdef-{uuid.uuid4().hex[:8]}"
+    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    create_topic(a, topic, 2, {**COPIED, **EXCLUDED})
+    for p in range(2):
+        produce_batch(a, topic, p, 10, f"{topic}-{p}")
+    props = mirror_properties(
+        tmp_path / "mm.properties",
+        a,
+        b,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra={"A->B.use.defaults.from": "source"},  # for the flow, as MM2 resolves it
+    )
+    run = run_mirror_once(props)
+    assert run.returncode == 0, run.describe()
+    target = topic_configs(b, f"A.{topic}")
+    for name, value in COPIED.items():
+        assert target.get(name, (None, 0))[0] == value, f"{name}: {target.get(name)}"
+    for name, value in EXCLUDED.items():
+        assert target.get(name, (None, 0))[0] != value, f"{name} copied: {target.get(name)}"
+    assert_same_records(read_topic(a, topic, 2), read_topic(b, f"A.{topic}", 2))
+
+
+def alter_topic_configs(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET on ``topic`` (Tansu 0.6 supports it; AlterConfigs not)."""
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([res])[res].result(30)
+
+
+def test_config_change_on_source_reaches_running_mirror_target(
+    cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    topic = f"mtopic-sync-{tag}"
+    create_topic(a, topic, 1, {**COPIED, **EXCLUDED})
+    produce_batch(a, topic, 0, 20, "sync")
+    props = mirror_properties(
+        tmp_path / "mm.properties",
+        a,
+        b,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra={
+            "use.defaults.from": "source",  # Tansu labels topic settings as defaults
+            "refresh.topics.interval.seconds": "1",
+            "sync.topic.configs.interval.seconds": "2",
+            "mm.mirror.trigger.seconds": "1",
+        },
+    )
+    changed = {"retention.ms": "987654321", "segment.ms": "7200000"}
+    mirror = ContinuousMirror(props, tmp_path)
+    try:
+        # the target exists and holds the records: the mirror is up
+        wait_for_records(b, f"A.{topic}", 1, read_topic(a, topic, 1), timeout=120)
+        alter_topic_configs(a, topic, changed)
+        assert {n: topic_configs(a, topic)[n][0] for n in changed} == changed
+        deadline = time.monotonic() + 60
+        while True:
+            target = topic_configs(b, f"A.{topic}")
+            if all(target.get(n, (None, 0))[0] == v for n, v in changed.items()):
+                break
+            assert time.monotonic() < deadline, (
+                f"configs not synced within 60s: {target}\n{mirror.output()[-4000:]}"
+            )
+            time.sleep(0.5)
+        # the sync copied nothing excluded, though the source sets those too
+        for name, value in EXCLUDED.items():
+            assert target.get(name, (None, 0))[0] != value, f"{name} synced: {target.get(name)}"
+        assert target.get("cleanup.policy", (None, 0))[0] == COPIED["cleanup.policy"]
+        assert mirror.proc.poll() is None, mirror.output()[-4000:]
+        assert '"synced topic configs"' in mirror.output()
+    finally:
+        mirror.close()
 
 
 def test_fewer_target_partitions_is_a_clear_error(
