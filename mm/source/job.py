@@ -48,6 +48,9 @@ class FlowStats:
     durations: list[dict[str, int]] = field(default_factory=list)
     # source topic -> why it cannot be mirrored (e.g. target has fewer partitions)
     failed_topics: dict[str, str] = field(default_factory=dict)
+    # failed queries restarted; records a failed micro-batch committed are not in
+    # ``records`` (its summary rows never reach the driver), the target has them
+    restarts: int = 0
 
 
 def topic_planner(cfg: MirrorConfig, flow: FlowConfig) -> TopicMirrorPlanner:
@@ -326,6 +329,7 @@ def _run_flows(
                 if stop.wait(delay):
                     break
                 progress_at_start[name] = st.batches
+                st.restarts += 1
                 active[name] = start(by_name[name])
             if active and not stop.is_set():
                 # wakes as soon as a query ends (not on a fixed poll); the short

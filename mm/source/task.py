@@ -345,6 +345,9 @@ def _mirror_loop(
     poll = producer.poll
     max_bytes = spec.max_record_bytes
     max_records, max_points = rt.max_records_per_txn, rt.max_sync_points_per_txn
+    last_in_range = end - 1
+    # records up to this size skip the too-large check's slow path
+    fast_max = max_bytes if max_bytes else 1 << 62
     # next source offset not yet accounted for: past the last mirrored record,
     # or past a gap the fetch proved (EOF, or a record at/after the range end)
     expected = start
@@ -379,8 +382,48 @@ def _mirror_loop(
                 continue
             idle_since = time.monotonic()
             for m in msgs:
-                err = m.error()
+                # Fast path, once per record: a data record inside the range that
+                # continues an open transaction and fits the target. Everything else
+                # (first record of a transaction, events, range end, oversize) takes
+                # the general path below.
                 off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
+                if n and off < end and m.error() is None:
+                    value = m.value()
+                    k = m.key()
+                    size = (len(value) if value else 0) + (len(k) if k else 0)
+                    if size <= fast_max:
+                        try:
+                            produce(
+                                target_topic,
+                                value,
+                                k,
+                                partition,
+                                timestamp=m.timestamp()[1],
+                                headers=m.headers(),
+                            )
+                        except BufferError:
+                            _produce_when_room(producer, m, target_topic, partition)
+                        except KafkaException as exc:
+                            raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
+                        if off != last_off + 1:
+                            if run_len:
+                                tracker.add_contiguous(run_start, run_len)
+                            run_start = off
+                            run_len = 0
+                            points += 2
+                        run_len += 1
+                        last_off = off
+                        n += 1
+                        txn_bytes += size
+                        expected = off + 1
+                        if off == last_in_range:
+                            done = True
+                            break
+                        if n >= max_records or points >= max_points:
+                            full = True
+                            break
+                        continue
+                err = m.error()
                 if first_event:
                     first_event = False
                     if off > expected:
@@ -500,6 +543,26 @@ def _mirror_loop(
         result.position = expected
     if stop_error is not None:
         raise RecordTooLargeError(stop_error, result)
+
+
+def _produce_when_room(producer: Producer, m: Message, topic: str, partition: int) -> None:
+    """Produce ``m`` once the producer's queue has room again."""
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(
+                topic,
+                m.value(),
+                m.key(),
+                partition,
+                timestamp=m.timestamp()[1],
+                headers=m.headers(),
+            )
+            return
+        except BufferError:
+            continue
+        except KafkaException as exc:
+            raise wrap(exc, f"produce to {topic}[{partition}]") from exc
 
 
 def _dead_letter(
