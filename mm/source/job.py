@@ -246,14 +246,16 @@ def _run_flows(
     # target with fewer partitions) never reach the driver: check them here too,
     # creating the target topics before the queries start.
     failed_topics: dict[str, dict[str, str]] = {}
+    plans: dict[str, str] = {}
     for flow in flows:
         planner = topic_planner(cfg, flow)
         planner.refresh()
         failed_topics[flow.name] = dict(planner.failed)
+        # the source starts from this refresh rather than repeating it
+        plans[flow.name] = mirror_plan(cfg, flow, planner).encode()
 
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)
-    plans = {f.name: mirror_plan(cfg, f).encode() for f in flows}
     max_per_partition = cfg.mm.get("mirror.max.records.per.partition.per.batch", "1000000")
     stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import pickle
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mm.source.spec import FlowRuntime
@@ -40,6 +40,16 @@ class MirrorPlan:
     # keyword arguments of mm.source.topics.TopicMirrorPlanner, except ``log``
     planner: dict[str, Any]
     refresh_topics_interval_seconds: float
+    # the driver's own topic refresh just before the query starts (source topic ->
+    # mm.source.topics.MirroredTopic, and topics that cannot be mirrored), with its
+    # wall-clock time: the source starts from it instead of repeating it
+    topics: dict[str, Any] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    refreshed_at: float = 0.0
+
+    def fresh_topics(self, now: float) -> bool:
+        """Whether the driver's refresh is recent enough to stand for the source's."""
+        return bool(self.topics) and now - self.refreshed_at < self.refresh_topics_interval_seconds
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode("ascii")

@@ -86,13 +86,20 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             configure_logging()
             rt = self.runtime
             log = get_logger("mm.mirror.planner", flow=f"{rt.source}->{rt.target}")
-            self._planner = TopicMirrorPlanner(**self._plan.planner, log=log)
+            planner = TopicMirrorPlanner(**self._plan.planner, log=log)
+            age = time.time() - self._plan.refreshed_at
+            if self._plan.fresh_topics(time.time()):
+                planner.seed(self._plan.topics, self._plan.failed, age)
+                self._topics = dict(self._plan.topics)
+                self._last_refresh = time.monotonic() - age
+            self._planner = planner
         return self._planner
 
     def _refresh_topics(self, force: bool = False) -> None:
+        planner = self._planner_obj()  # may start from the driver's fresh refresh
         interval = self._plan.refresh_topics_interval_seconds
         if force or not self._topics or time.monotonic() - self._last_refresh >= interval:
-            self._topics = self._planner_obj().refresh()
+            self._topics = planner.refresh()
             self._last_refresh = time.monotonic()
 
     def _current_ends(self) -> dict[str, int]:
@@ -113,7 +120,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         started = time.monotonic()
-        self._refresh_topics(force=True)
+        # the driver refreshed the topics just before starting the query
+        self._refresh_topics(force=not self._plan.fresh_topics(time.time()))
         self._target_offsets = self._current_ends()
         from mm.logs import get_logger
 

@@ -3,11 +3,13 @@ configuration (driver side)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.source.plan import MirrorPlan, NameFilter
 from mm.source.spec import FlowRuntime
+from mm.source.topics import TopicMirrorPlanner
 
 
 def state_group(flow: FlowConfig) -> str:
@@ -60,9 +62,15 @@ def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:
     }
 
 
-def mirror_plan(cfg: MirrorConfig, flow: FlowConfig) -> MirrorPlan:
+def mirror_plan(
+    cfg: MirrorConfig, flow: FlowConfig, planner: TopicMirrorPlanner | None = None
+) -> MirrorPlan:
+    """The flow's plan; with ``planner``, its last refresh (just done) goes along."""
     return MirrorPlan(
         runtime=flow_runtime(cfg, flow),
         planner=planner_settings(cfg, flow),
         refresh_topics_interval_seconds=flow.refresh_topics_interval_seconds,
+        topics=dict(planner.known) if planner is not None else {},
+        failed=dict(planner.failed) if planner is not None else {},
+        refreshed_at=time.time(),
     )

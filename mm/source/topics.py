@@ -240,6 +240,13 @@ class TopicMirrorPlanner:
                     self._log.warning("topic config sync failed", error=str(exc))
         return dict(self.known)
 
+    def seed(self, known: dict[str, MirroredTopic], failed: dict[str, str], age: float) -> None:
+        """Start from another planner's refresh done ``age`` seconds ago (same flow):
+        its topics exist on the target and its config sync counts as done then."""
+        self.known = dict(known)
+        self.failed = dict(failed)
+        self._last_sync = time.monotonic() - age
+
     def _sync_due(self) -> bool:
         return self._last_sync is None or time.monotonic() - self._last_sync >= self._sync_interval
 

@@ -79,3 +79,22 @@ def test_decoding_a_plan_imports_no_config_models() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "", out.stdout
+
+
+def test_plan_carries_the_drivers_refresh_while_it_is_fresh() -> None:
+    from types import SimpleNamespace
+
+    from mm.source.topics import MirroredTopic
+
+    cfg = build_config(PROPS)
+    flow = cfg.flow("A", "B")
+    known = {"orders": MirroredTopic("orders", "A.orders", 3, 1_048_588)}
+    failed = {"payments": "target topic A.payments has 1 partitions but ..."}
+    planner = SimpleNamespace(known=known, failed=failed)
+    plan = MirrorPlan.decode(mirror_plan(cfg, flow, planner).encode())  # type: ignore[arg-type]
+    assert plan.topics == known and plan.failed == failed
+    # fresh for one refresh interval (7 s here), then the source refreshes itself
+    assert plan.fresh_topics(plan.refreshed_at + 1)
+    assert not plan.fresh_topics(plan.refreshed_at + 7)
+    # without a driver refresh there is nothing to start from
+    assert not mirror_plan(cfg, flow).fresh_topics(plan.refreshed_at)
