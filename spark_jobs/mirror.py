@@ -5,7 +5,8 @@
 
 Same arguments, code and exit codes as `mm mirror`. The cluster's Python
 workers need the project installed and ``PYSPARK_PYTHON`` naming that
-interpreter (``--conf spark.pyspark.python=...`` or the environment).
+interpreter or, better, its ``mm-spark-python`` launcher (see mm.spark_python;
+``--conf spark.pyspark.python=...`` or the environment).
 
 Precedence of Spark settings: ``spark.*`` keys of the properties file, then
 spark-submit's ``--master``/``--conf``, then mm's built-in defaults (which
