@@ -383,15 +383,17 @@ def _mirror_loop(
             idle_since = time.monotonic()
             for m in msgs:
                 # Fast path, once per record: a data record inside the range that
-                # continues an open transaction and fits the target. Everything else
-                # (first record of a transaction, events, range end, oversize) takes
-                # the general path below.
+                # continues an open transaction and fits the target is produced with
+                # the fewest calls. Everything else (first record of a transaction,
+                # events, range end, oversize) takes the general path.
                 off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
+                fast = False
                 if n and off < end and m.error() is None:
                     value = m.value()
                     k = m.key()
                     size = (len(value) if value else 0) + (len(k) if k else 0)
                     if size <= fast_max:
+                        fast = True
                         try:
                             produce(
                                 target_topic,
@@ -405,103 +407,80 @@ def _mirror_loop(
                             _produce_when_room(producer, m, target_topic, partition)
                         except KafkaException as exc:
                             raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
-                        if off != last_off + 1:
-                            if run_len:
-                                tracker.add_contiguous(run_start, run_len)
-                            run_start = off
-                            run_len = 0
-                            points += 2
-                        run_len += 1
-                        last_off = off
-                        n += 1
-                        txn_bytes += size
-                        expected = off + 1
-                        if off == last_in_range:
+                if not fast:
+                    err = m.error()
+                    if first_event:
+                        first_event = False
+                        if off > expected:
+                            _check_loss(consumer, topic, partition, expected, off, result, log)
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            # end of what is readable now (log end or last stable offset)
+                            expected = max(expected, min(off, end))
                             done = True
                             break
-                        if n >= max_records or points >= max_points:
-                            full = True
+                        raise wrap(KafkaException(err), f"fetch {topic}[{partition}]")
+                    if off >= end:
+                        expected = end
+                        done = True
+                        break
+                    value = m.value()
+                    k = m.key()
+                    size = (len(value) if value else 0) + (len(k) if k else 0)
+                    if max_bytes and size > max_bytes:
+                        reason = (
+                            f"record {topic}[{partition}]@{off} is {size} bytes; target topic "
+                            f"{target_topic} accepts at most {max_bytes} (max.message.bytes)"
+                        )
+                        if rt.errors_tolerance != "all" or not rt.dead_letter_topic:
+                            # commit what precedes it, then stop this partition here
+                            stop_error = (
+                                f"{reason}. Nothing from this offset on is mirrored for this "
+                                "partition (set errors.tolerance=all and "
+                                "errors.deadletterqueue.topic.name to divert such records)"
+                            )
+                            done = True
+                            break
+                        if not in_txn:
+                            producer.begin_transaction()
+                            in_txn = True
+                        _dead_letter(produce, poll, rt.dead_letter_topic, m, reason)
+                        result.dead_lettered += 1
+                        if log is not None:
+                            log(
+                                "record sent to the dead-letter topic",
+                                offset=off,
+                                size=size,
+                                dead_letter_topic=rt.dead_letter_topic,
+                            )
+                        expected = off + 1
+                        if off == end - 1:
+                            done = True
                             break
                         continue
-                err = m.error()
-                if first_event:
-                    first_event = False
-                    if off > expected:
-                        _check_loss(consumer, topic, partition, expected, off, result, log)
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        # end of what is readable now (log end or last stable offset)
-                        expected = max(expected, min(off, end))
-                        done = True
-                        break
-                    raise wrap(KafkaException(err), f"fetch {topic}[{partition}]")
-                if off >= end:
-                    expected = end
-                    done = True
-                    break
-                value = m.value()
-                k = m.key()
-                size = (len(value) if value else 0) + (len(k) if k else 0)
-                if max_bytes and size > max_bytes:
-                    reason = (
-                        f"record {topic}[{partition}]@{off} is {size} bytes; target topic "
-                        f"{target_topic} accepts at most {max_bytes} (max.message.bytes)"
-                    )
-                    if rt.errors_tolerance != "all" or not rt.dead_letter_topic:
-                        # commit what precedes it, then stop this partition here
-                        stop_error = (
-                            f"{reason}. Nothing from this offset on is mirrored for this "
-                            "partition (set errors.tolerance=all and "
-                            "errors.deadletterqueue.topic.name to divert such records)"
-                        )
-                        done = True
-                        break
                     if not in_txn:
                         producer.begin_transaction()
                         in_txn = True
-                    _dead_letter(produce, poll, rt.dead_letter_topic, m, reason)
-                    result.dead_lettered += 1
-                    if log is not None:
-                        log(
-                            "record sent to the dead-letter topic",
-                            offset=off,
-                            size=size,
-                            dead_letter_topic=rt.dead_letter_topic,
-                        )
-                    expected = off + 1
-                    if off == end - 1:
-                        done = True
-                        break
-                    continue
-                if not in_txn:
-                    producer.begin_transaction()
-                    in_txn = True
-                cb: Callable[..., None] | None = delivery.on_first if n == 0 else None
-                ts = m.timestamp()[1]
-                headers = m.headers()
-                while True:
-                    try:
-                        if cb is None:
-                            produce(
-                                target_topic, value, k, partition, timestamp=ts, headers=headers
-                            )
-                        else:
+                    # here only for a transaction's first record (n == 0): its
+                    # delivery report gives the target offset the syncs start from
+                    while True:
+                        try:
                             produce(
                                 target_topic,
                                 value,
                                 k,
                                 partition,
-                                on_delivery=cb,
-                                timestamp=ts,
-                                headers=headers,
+                                on_delivery=delivery.on_first,
+                                timestamp=m.timestamp()[1],
+                                headers=m.headers(),
                             )
-                        break
-                    except BufferError:
-                        poll(0.05)
-                    except KafkaException as exc:
-                        # typically fenced: another task took this transactional.id
-                        # (a retry, or a second mirror of the flow running)
-                        raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
+                            break
+                        except BufferError:
+                            poll(0.05)
+                        except KafkaException as exc:
+                            # typically fenced: another task took this transactional.id
+                            # (a retry, or a second mirror of the flow running)
+                            raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
                 if off != last_off + 1:
                     if run_len:
                         tracker.add_contiguous(run_start, run_len)
@@ -513,7 +492,7 @@ def _mirror_loop(
                 n += 1
                 txn_bytes += size
                 expected = off + 1
-                if off == end - 1:
+                if off == last_in_range:
                     done = True
                     break
                 if n >= max_records or points >= max_points:
