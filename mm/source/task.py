@@ -18,11 +18,15 @@ How exactly-once works
   range that the target already holds is skipped, one it does not hold is
   mirrored from the committed position, whatever Spark remembers.
 * Offset syncs: with ``offset-syncs.topic.location=target`` they are written in
-  the same transaction. On the source (the default) they are written right after
-  the commit; the syncs of each transaction are also kept in the committed
-  offset's metadata, and a task that does not know whether the previous
-  transaction's syncs reached the source writes them again first. Duplicated
-  syncs are harmless to readers (same pairs).
+  the same transaction. On the source (the default) they are produced right
+  after the commit and acknowledged before the next commit, so only the last
+  committed transaction's syncs can be missing after a crash; they are also kept
+  in the committed offset's metadata, and a task that does not know whether the
+  previous transaction's syncs reached the source writes them again first.
+  Duplicated syncs are harmless to readers (same pairs). (Brokers that keep no
+  commit metadata, such as Tansu 0.6, lose that one transaction's syncs on a
+  crash at that moment: its offsets then translate to the sync before it, which
+  is earlier, never later.)
 
 A zombie that was fenced fails at its next transactional call and its open
 transaction is aborted by the broker; it can never commit, so the target never
@@ -184,10 +188,12 @@ def read_state(rt: FlowRuntime, spec: RangeSpec, timeout: float = 30.0) -> tuple
 class _SourceSyncWriter:
     """Writes a range's offset syncs to the source cluster's offset-syncs topic.
 
-    Syncs are produced right after each commit and flushed once, when the range
-    is done, so the loop never waits for them. The producer is kept for the
-    worker process's life (one per source cluster configuration): creating one
-    (connect, InitProducerId) costs a few hundred ms, once per task otherwise.
+    Syncs are produced right after each commit and acknowledged before the next
+    commit and when the range is done, so the loop does not wait for them and at
+    most the last committed transaction's syncs are ever unwritten (those the
+    committed offset's metadata lets a restarted task write again). The producer
+    is kept for the worker process's life (one per source cluster configuration):
+    creating one (connect, InitProducerId) costs a few hundred ms per task.
     """
 
     def __init__(self, rt: FlowRuntime, spec: RangeSpec, key: tuple[str, str, int]) -> None:
@@ -655,6 +661,11 @@ def _commit(
             group_metadata,
             60,
         )
+        if syncs is not None:
+            # keep "only the last committed transaction's syncs may be unwritten",
+            # which is what a restarted task recovers (the previous transaction's
+            # syncs were produced long ago: this rarely waits)
+            syncs.flush()
         producer.commit_transaction(120)
     except KafkaException as exc:
         err = exc.args[0] if exc.args else None
