@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mm.commands.flows import add_config_option
 from mm.config import FlowConfig, MirrorConfig, load_config
 
 # (target topic, partition)
@@ -52,13 +53,7 @@ FAILED = "failed"
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c",
-        "--config",
-        required=True,
-        metavar="FILE",
-        help="connect-mirror-maker.properties (MM2 format)",
-    )
+    add_config_option(parser)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--group",

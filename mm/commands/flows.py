@@ -1,4 +1,4 @@
-"""The `--flow SRC->TGT` option shared by the job commands."""
+"""Options shared by the commands: `-c/--config FILE` and `--flow SRC->TGT`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ import argparse
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import ConfigError
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--config",
+        required=True,
+        metavar="FILE",
+        help="connect-mirror-maker.properties (MM2 format)",
+    )
 
 
 def add_flow_option(parser: argparse.ArgumentParser, default_help: str) -> None:

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from mm.commands.flows import add_flow_option, select_flows
+from mm.commands.flows import add_config_option, add_flow_option, select_flows
 from mm.config import load_config
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c",
-        "--config",
-        required=True,
-        metavar="FILE",
-        help="connect-mirror-maker.properties (MM2 format)",
-    )
+    add_config_option(parser)
     parser.add_argument(
         "--once",
         action="store_true",

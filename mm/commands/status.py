@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mm.commands.flows import add_config_option
 from mm.config import load_config
 from mm.signals import stop_on_signals
 
@@ -31,13 +32,7 @@ always alerts. See docs/metrics.md.
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = THRESHOLDS_HELP + "\n" + (parser.epilog or "")
-    parser.add_argument(
-        "-c",
-        "--config",
-        required=True,
-        metavar="FILE",
-        help="connect-mirror-maker.properties (MM2 format)",
-    )
+    add_config_option(parser)
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
     parser.add_argument(
         "--watch", action="store_true", help="refresh in place every --interval seconds"

@@ -13,17 +13,12 @@ import argparse
 import json
 import sys
 
+from mm.commands.flows import add_config_option
 from mm.config import load_config
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c",
-        "--config",
-        required=True,
-        metavar="FILE",
-        help="connect-mirror-maker.properties (MM2 format)",
-    )
+    add_config_option(parser)
     parser.add_argument("--group", required=True, help="consumer group to translate")
     parser.add_argument(
         "--flow",
