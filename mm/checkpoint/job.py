@@ -25,7 +25,7 @@ from typing import Any
 
 from mm.checkpoint.emitter import CheckpointStats, FlowCheckpointer
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import ConfigError, MirrorError
+from mm.errors import MirrorError
 from mm.logs import get_logger
 
 
@@ -43,13 +43,7 @@ def run_checkpoint(
     from mm.spark_session import build_spark
 
     log = get_logger("mm.checkpoint")
-    flows = flows if flows is not None else cfg.enabled_flows()
-    if not flows:
-        raise ConfigError(
-            "clusters",
-            ",".join(cfg.clusters),
-            "at least one enabled flow (e.g. A->B.enabled = true)",
-        )
+    flows = cfg.job_flows(flows)
     active = [f for f in flows if f.emit_checkpoints_enabled]
     for f in flows:
         if not f.emit_checkpoints_enabled:

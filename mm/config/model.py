@@ -38,6 +38,7 @@ from mm.config.librdkafka import (
     role_properties,
     to_librdkafka,
 )
+from mm.errors import ConfigError
 
 if TYPE_CHECKING:
     from mm_client.policy import ReplicationPolicy
@@ -511,6 +512,17 @@ class MirrorConfig(_MaskedRepr, BaseSettings):
 
     def enabled_flows(self) -> list[FlowConfig]:
         return [f for f in self.flows if f.enabled]
+
+    def job_flows(self, flows: list[FlowConfig] | None = None) -> list[FlowConfig]:
+        """``flows`` (None: the enabled ones); a job refuses to run with none."""
+        chosen = flows if flows is not None else self.enabled_flows()
+        if not chosen:
+            raise ConfigError(
+                "clusters",
+                ",".join(self.clusters),
+                "at least one enabled flow (e.g. A->B.enabled = true)",
+            )
+        return chosen
 
     def flow(self, source: str, target: str) -> FlowConfig:
         """The declared flow ``source->target``; KeyError if the file has none."""

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import ConfigError, KafkaOperationError, MirrorError
+from mm.errors import KafkaOperationError, MirrorError
 from mm.heartbeat.emitter import HeartbeatEmitter, HeartbeatStats, HeartbeatWriteError
 from mm.logs import get_logger
 from mm.signals import stop_on_signals
@@ -42,13 +42,7 @@ def run_heartbeat(
     written (authorization), KafkaOperationError when ``once`` could not write.
     """
     log = get_logger("mm.heartbeat")
-    flows = flows if flows is not None else cfg.enabled_flows()
-    if not flows:
-        raise ConfigError(
-            "clusters",
-            ",".join(cfg.clusters),
-            "at least one enabled flow (e.g. A->B.enabled = true)",
-        )
+    flows = cfg.job_flows(flows)
     active, disabled = heartbeat_flows(flows)
     for f in disabled:
         log.info("heartbeats disabled for flow", flow=f.name)

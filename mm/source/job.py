@@ -160,13 +160,7 @@ def run_mirror(
     Refuses (MirrorError) when another process mirrors one of the flows with the
     same state dir (see :func:`lock_flow_state`)."""
     log = get_logger("mm.mirror")
-    flows = flows if flows is not None else cfg.enabled_flows()
-    if not flows:
-        raise ConfigError(
-            "clusters",
-            ",".join(cfg.clusters),
-            "at least one enabled flow (e.g. A->B.enabled = true)",
-        )
+    flows = cfg.job_flows(flows)
     locks: list[Any] = []
     try:
         for flow in flows:

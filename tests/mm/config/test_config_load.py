@@ -263,3 +263,14 @@ def test_policy_comes_from_mm_client() -> None:
     pytest.importorskip("mm_client.policy")
     flow = build_config({**MINIMAL, "A->B.enabled": "true"}).flow("A", "B")
     assert flow.policy() is not None
+
+
+def test_job_flows_refuse_a_config_without_enabled_flows() -> None:
+    from mm.errors import ConfigError
+
+    cfg = build_config(MINIMAL)
+    with pytest.raises(ConfigError, match="at least one enabled flow"):
+        cfg.job_flows()
+    enabled = build_config({**MINIMAL, "A->B.enabled": "true"})
+    assert [f.name for f in enabled.job_flows()] == ["A->B"]
+    assert enabled.job_flows([enabled.flow("A", "B")]) == [enabled.flow("A", "B")]
