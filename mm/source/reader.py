@@ -87,8 +87,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rt = self.runtime
             log = get_logger("mm.mirror.planner", flow=f"{rt.source}->{rt.target}")
             planner = TopicMirrorPlanner(**self._plan.planner, log=log)
-            age = time.time() - self._plan.refreshed_at
-            if self._plan.fresh_topics(time.time()):
+            now = time.time()
+            age = now - self._plan.refreshed_at
+            if self._plan.fresh_topics(now):
                 planner.seed(self._plan.topics, self._plan.failed, age)
                 self._topics = dict(self._plan.topics)
                 self._last_refresh = time.monotonic() - age
