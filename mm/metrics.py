@@ -118,6 +118,23 @@ METRICS: tuple[MetricSpec, ...] = (
         "its newest checkpoints (MM2 checkpoint-latency-ms, in seconds); 0 when current.",
     ),
     MetricSpec(
+        "mm_checkpoint_inexact_partitions",
+        "gauge",
+        (*FLOW, "group"),
+        "status",
+        "Partitions of the group whose last translation by the checkpoint job was "
+        "conservative (maybe below the exact offset: a hole in the offset-syncs history); "
+        "from the job's report, absent without one.",
+    ),
+    MetricSpec(
+        "mm_offset_syncs_history_holes",
+        "gauge",
+        FLOW,
+        "status",
+        "Intervals of the checkpoint job's kept sync history that are not known complete "
+        "(syncs compacted or deleted before they were read); from the job's report.",
+    ),
+    MetricSpec(
         "mm_offset_syncs_age_seconds",
         "gauge",
         FLOW,
@@ -239,6 +256,8 @@ class StatusCollector(Collector):
             add("mm_replication_latency_seconds", fl, _s(f.latency_ms))
             add("mm_heartbeats_present", fl, 1.0 if f.latency_method == "heartbeat" else 0.0)
             add("mm_offset_syncs_age_seconds", fl, _s(f.offset_syncs_age_ms))
+            holes = f.translation_holes
+            add("mm_offset_syncs_history_holes", fl, None if holes is None else float(holes))
             for p in f.partitions:
                 pl = [*fl, p.topic, str(p.partition)]
                 add("mm_record_lag", pl, float(p.lag))
@@ -249,6 +268,8 @@ class StatusCollector(Collector):
                 gl = [*fl, g.group]
                 add("mm_checkpoint_age_seconds", gl, _s(g.newest_age_ms))
                 add("mm_checkpoint_latency_seconds", gl, _s(g.latency_ms))
+                if f.inexact_translations is not None:
+                    add("mm_checkpoint_inexact_partitions", gl, float(g.inexact_partitions))
         add("mm_status_last_collect_timestamp_seconds", [], report.collected_at_ms / 1000.0)
         yield from fams.values()
 

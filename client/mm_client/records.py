@@ -49,11 +49,24 @@ from mm_client.wire import (
     encode_string,
 )
 
-__all__ = ["CHECKPOINT_VERSION", "HEARTBEAT_VERSION", "Checkpoint", "Heartbeat", "OffsetSync"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "HEARTBEAT_VERSION",
+    "TXN_FIRST_HEADER",
+    "Checkpoint",
+    "Heartbeat",
+    "OffsetSync",
+]
 
 # Value schema version MM2 writes today for versioned records.
 CHECKPOINT_VERSION: Final = 0
 HEARTBEAT_VERSION: Final = 0
+
+# Header (value b"1") on the offset sync of a mirror transaction's first record.
+# Across a transaction boundary a source gap and the target's gap (its commit
+# marker) can have equal widths, which the (upstream, downstream) pairs alone
+# cannot tell from one run of records; the header tells. MM2 readers ignore it.
+TXN_FIRST_HEADER: Final = "mm.txn.first"
 
 # Two INT64 offsets in a row (OffsetSync value; the middle of a Checkpoint value).
 _TWO_INT64: Final = struct.Struct(">qq")

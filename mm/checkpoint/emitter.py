@@ -4,18 +4,23 @@ Each round (:meth:`FlowCheckpointer.tick`):
 
 1. the offset syncs of the micro-batch are fed into the flow's
    :class:`~mm.checkpoint.store.OffsetSyncStore` (a record that does not decode
-   is counted and logged with its offset, then skipped);
+   is counted and logged with its offset, then skipped). An offset gap in the
+   offset-syncs topic where the writer leaves none (see :meth:`FlowCheckpointer.gaps_are_holes`)
+   means syncs were compacted or deleted away: the store marks a hole, and
+   groups inside it get conservative translations (``docs/offset-syncs.md``);
 2. the mirror's positions are read from its state group on the target (keys are
    target topics, mapped back to source topics) and set on the store; on
    Apache Kafka the committed offset's metadata also carries the syncs of the
-   mirror's last transaction, which are added too;
+   mirror's last transaction, which the store holds aside (never inserted
+   ahead of syncs the topic has not delivered yet);
 3. the source's consumer groups (listed every ``refresh.groups.interval.seconds``,
    filtered by ``groups``/``groups.exclude``; ``__*`` and the mirror's own
    state group never) have their committed offsets read and translated;
 4. MM2 ``Checkpoint`` records are written to ``<source>.checkpoints.internal`` on
    the target following :mod:`mm.checkpoint.rules` (never ahead of the mirror,
    never backwards unless the group moved backwards, only when changed);
-5. history is pruned, the store is snapshotted (:mod:`mm.checkpoint.snapshot`);
+5. history is pruned, the store is snapshotted (:mod:`mm.checkpoint.snapshot`)
+   and a small report (holes, conservative translations) is written for ``mm status``;
 6. with ``sync.group.offsets.enabled``, every
    ``sync.group.offsets.interval.seconds``, the newest checkpoints are committed
    into the same groups on the target where those have no active members.
@@ -49,7 +54,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 from mm_client.records import Checkpoint
 
 from mm.checkpoint import rules, snapshot
@@ -88,11 +93,18 @@ class CheckpointStats:
     pruned: int = 0
     group_offsets_synced: int = 0
     groups_skipped_active: int = 0
+    # offset gaps in the offset-syncs topic taken as missing syncs
+    syncs_gaps: int = 0
+    # intervals of the kept history not known complete (after the last round)
+    holes: int = 0
+    # group partitions translated conservatively, maybe below exact (last round)
+    inexact: int = 0
 
     def summary(self) -> str:
         return (
             f"syncs={self.syncs} corrupt={self.corrupt} groups={self.groups} "
             f"checkpoints={self.checkpoints} untranslated={self.untranslated} "
+            f"inexact={self.inexact} holes={self.holes} syncs_gaps={self.syncs_gaps} "
             f"withheld_backwards={self.withheld_backwards} pruned={self.pruned} "
             f"group_offsets_synced={self.group_offsets_synced} "
             f"groups_skipped_active={self.groups_skipped_active} "
@@ -149,6 +161,12 @@ class FlowCheckpointer:
         self.state_group = state_group(flow)
         self.dir = snapshot.snapshot_dir(cfg.state_dir, flow.source, flow.target)
         self.snapshot_path = self.dir / snapshot.FILE_NAME
+        self.report_path = self.dir / snapshot.REPORT_FILE_NAME
+        self._syncs_on_target = flow.offset_syncs_topic_location == "target"
+        # the offset-syncs topic's cleanup.policy; None until it could be read
+        self.syncs_cleanup_policy: str | None = None
+        # per group: partitions translated conservatively in the last round
+        self.inexact_groups: dict[str, int] = {}
         self.snap = snapshot.Snapshot(flow.name)
         # newest checkpoint per (group, target topic, partition): emitted or read at start
         self.last: dict[CheckpointKey, Checkpoint] = {}
@@ -200,6 +218,12 @@ class FlowCheckpointer:
         snap = snapshot.load(self.snapshot_path, self.flow.name)
         if snap is not None:
             self.snap = snap
+        try:
+            self._check_syncs_topic()
+        except KafkaException as exc:
+            self.log.warning(
+                "offset-syncs topic not checked", topic=self.syncs_topic, error=str(exc)
+            )
         ensure_topic(
             self._target_admin_conf,
             self.checkpoints_topic,
@@ -227,11 +251,33 @@ class FlowCheckpointer:
             else:
                 self.tick()
 
+    def gaps_are_holes(self) -> bool:
+        """Whether an offset gap in the offset-syncs topic means missing syncs.
+
+        On the source the syncs are written by an idempotent, non-transactional
+        producer: contiguous offsets, so any gap is compaction or retention. On
+        the target they are written inside the mirror's transactions, whose
+        markers leave gaps too: there a gap is a hole only when the topic may be
+        compacted (cleanup.policy with compact, or not known yet), where markers
+        and compacted records cannot be told apart (conservative).
+        """
+        if not self._syncs_on_target:
+            return True
+        policy = self.syncs_cleanup_policy
+        return policy is None or "compact" in policy
+
     def feed(self, rows: Iterable[Any]) -> None:
         store, nxt = self.snap.store, self.snap.syncs_next
         fed = 0
+        gaps = 0
+        holes = self.gaps_are_holes()
         for r in sorted(rows, key=lambda r: (r.syncs_partition, r.offset)):
             key = offset_key(self.syncs_topic, r.syncs_partition)
+            expected = nxt.get(key)
+            if holes and expected is not None and r.offset > expected:
+                # syncs of any partition may have been in the missing offsets
+                store.mark_hole()
+                gaps += 1
             nxt[key] = max(nxt.get(key, 0), r.offset + 1)
             self._dirty = True
             if r.error is not None:
@@ -245,9 +291,19 @@ class FlowCheckpointer:
                     corrupt_total=self.stats.corrupt,
                 )
                 continue
-            store.add_sync(r.topic, r.partition, r.upstream, r.downstream)
+            store.add_sync(r.topic, r.partition, r.upstream, r.downstream, bool(r.txn_first))
             fed += 1
         self.stats.syncs += fed
+        if gaps:
+            self.stats.syncs_gaps += gaps
+            self.log.warning(
+                "offset gaps in the offset-syncs topic: syncs may be missing, groups in those "
+                "stretches get conservative checkpoints",
+                topic=self.syncs_topic,
+                gaps=gaps,
+                cleanup_policy=self.syncs_cleanup_policy,
+                see="docs/offset-syncs.md",
+            )
 
     def tick_if_due(self) -> None:
         if time.monotonic() - self._last_tick >= self.flow.emit_checkpoints_interval_seconds:
@@ -279,12 +335,31 @@ class FlowCheckpointer:
                 self.log.error("checkpoint round failed; retried next round", error=str(exc))
             finally:
                 self._save()
+                self._save_report()
             return ok
 
     def _save(self) -> None:
         if self._dirty or not self.snapshot_path.exists():
             snapshot.save(self.snapshot_path, self.snap)
             self._dirty = False
+
+    def _save_report(self) -> None:
+        self.stats.holes = self.snap.store.holes()
+        report = snapshot.Report(
+            self.flow.name,
+            time.time_ns() // 1_000_000,
+            self.syncs_topic,
+            self.syncs_cleanup_policy,
+            self.stats.holes,
+            self.stats.syncs_gaps,
+            dict(self.inexact_groups),
+        )
+        try:
+            snapshot.save_report(self.report_path, report)
+        except OSError as exc:  # only `mm status` misses it
+            self.log.warning(
+                "checkpoint report not written", path=str(self.report_path), error=str(exc)
+            )
 
     def _round(self, final: bool) -> int:
         now = time.monotonic()
@@ -295,6 +370,8 @@ class FlowCheckpointer:
         if refresh:
             self._refresh_groups()
             self._refresh_log_starts()
+            if self.syncs_cleanup_policy is None:
+                self._check_syncs_topic()
             self._groups_at = now
         self._read_positions()
         committed = self._read_group_offsets()
@@ -344,6 +421,63 @@ class FlowCheckpointer:
             )
         self.groups = groups
         self.stats.groups = len(groups)
+
+    def _check_syncs_topic(self) -> None:
+        """Read the offset-syncs topic's cleanup.policy (a warning when compacted) and
+        mark a hole where retention deleted syncs the snapshot had not read yet."""
+        admin = self.target_admin if self._syncs_on_target else self.source_admin
+        where = self.flow.target if self._syncs_on_target else self.flow.source
+        res = ConfigResource("topic", self.syncs_topic)
+        try:
+            entries = next(
+                iter(admin.describe_configs([res], request_timeout=REQUEST_TIMEOUT).values())
+            ).result(REQUEST_TIMEOUT + 5)
+        except Exception as exc:
+            self.log.debug(
+                "offset-syncs topic config unknown", topic=self.syncs_topic, error=str(exc)
+            )
+            return
+        entry = entries.get("cleanup.policy")
+        policy = (entry.value if entry is not None else None) or "delete"
+        self.syncs_cleanup_policy = policy
+        if "compact" in policy:
+            self.log.warning(
+                "the offset-syncs topic is compacted: once a segment rolls it keeps one sync "
+                "per partition, so history read from it may have holes; groups inside a hole "
+                "get conservative checkpoints (never ahead, maybe re-reading records)",
+                topic=self.syncs_topic,
+                cluster=where,
+                cleanup_policy=policy,
+                fix=(
+                    f"kafka-configs.sh --bootstrap-server <{where}> --alter --entity-type topics "
+                    f"--entity-name {self.syncs_topic} --add-config "
+                    "cleanup.policy=delete,retention.ms=<at least the source topics' retention>"
+                ),
+                see="docs/offset-syncs.md",
+            )
+        nxt = self.snap.syncs_next
+        if not nxt or not self.snap.store.partitions:
+            return
+        from mm.checkpoint.reader import split_key
+
+        tps = [TopicPartition(*split_key(k)) for k in sorted(nxt)]
+        futs = admin.list_offsets(
+            {tp: OffsetSpec.earliest() for tp in tps}, request_timeout=REQUEST_TIMEOUT
+        )
+        for tp, fut in futs.items():
+            start = fut.result(REQUEST_TIMEOUT + 5).offset
+            if start > nxt[offset_key(tp.topic, tp.partition)]:
+                self.snap.store.mark_hole()
+                self._dirty = True
+                self.log.warning(
+                    "offset syncs deleted before they were read (the checkpoint job was down "
+                    "longer than the topic's retention): groups in that stretch get "
+                    "conservative checkpoints",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    read_up_to=nxt[offset_key(tp.topic, tp.partition)],
+                    log_start=start,
+                )
 
     def _refresh_log_starts(self) -> None:
         tps = list(self.snap.store.partitions)
@@ -400,9 +534,9 @@ class FlowCheckpointer:
                 state = None
             if state is not None:
                 # the mirror's last transaction's syncs (written to the source after
-                # its commit): closes the window in which the position is newer
-                for u, d in state[1]:
-                    store.add_sync(source_topic, tp.partition, u, d)
+                # its commit): closes the window in which the position is newer.
+                # Held aside: syncs before them may not have been read yet
+                store.set_pending(source_topic, tp.partition, state[1])
             h = store.history(source_topic, tp.partition)
             if h is None or h.position != tp.offset:
                 store.set_position(source_topic, tp.partition, tp.offset)
@@ -427,15 +561,19 @@ class FlowCheckpointer:
         store = self.snap.store
         todo: list[Checkpoint] = []
         untranslated = backwards = 0
+        inexact: dict[str, int] = {}
         for g, offsets in sorted(committed.items()):
             for (topic, partition), go in sorted(offsets.items()):
                 target_topic = self.target_topic(topic)
                 key = (g, target_topic, partition)
                 last = self.last.get(key)
-                translated = store.translate(topic, partition, go.offset)
-                if translated is None:
+                found = store.lookup(topic, partition, go.offset)
+                if found is None:
                     untranslated += 1
                     continue
+                translated = found.offset
+                if not found.exact:
+                    inexact[g] = inexact.get(g, 0) + 1
                 if rules.is_backwards(last, go.offset, translated):
                     backwards += 1
                     if (key, translated) in self._warned_backwards:
@@ -457,6 +595,8 @@ class FlowCheckpointer:
                     todo.append(cp)
         self.stats.untranslated = untranslated
         self.stats.withheld_backwards = backwards
+        self.stats.inexact = sum(inexact.values())
+        self.inexact_groups = inexact
         if todo:
             self._produce(todo)
         return len(todo)

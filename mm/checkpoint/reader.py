@@ -5,7 +5,9 @@ each micro-batch becomes one input partition per offset-syncs partition with
 new data, and ``read`` (stateless, runs in a Python worker, builds its own
 consumer) yields one row per record: the decoded sync, or, for a record that
 does not decode, a row whose ``error`` says why (the driver counts and logs it;
-the job keeps running).
+the job keeps running). ``txn_first`` is the mirror's ``mm.txn.first`` header
+(the sync starts a mirror transaction; see :mod:`mm_client.translation`); rows
+carry the record's offset so the driver can see gaps in the topic.
 
 End offsets come from a real fetch's high watermark (:mod:`mm.kafka.watermarks`):
 Tansu's ListOffsets(latest) under-reports the log end, which would leave the
@@ -39,10 +41,10 @@ OPTION_MAX_PER_BATCH = "max.syncs.per.batch"
 
 SYNC_ROW_SCHEMA = (
     "topic string, partition int, upstream long, downstream long, offset long, error string, "
-    "syncs_partition int"
+    "syncs_partition int, txn_first boolean"
 )
 
-SyncRow = tuple[str | None, int | None, int | None, int | None, int, str | None, int]
+SyncRow = tuple[str | None, int | None, int | None, int | None, int, str | None, int, bool | None]
 
 
 def offset_key(topic: str, partition: int) -> str:
@@ -55,16 +57,21 @@ def split_key(key: str) -> tuple[str, int]:
 
 
 def decode_row(
-    syncs_partition: int, offset: int, key: bytes | None, value: bytes | None
+    syncs_partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] | None = None,
 ) -> SyncRow:
     """One offset-syncs record as a row; a record that does not decode gets ``error``."""
     from mm_client.errors import RecordDecodeError
-    from mm_client.records import OffsetSync
+    from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
     try:
         s = OffsetSync.from_bytes(key, value)
     except RecordDecodeError as exc:
-        return (None, None, None, None, offset, str(exc), syncs_partition)
+        return (None, None, None, None, offset, str(exc), syncs_partition, None)
+    first = any(k == TXN_FIRST_HEADER and v == b"1" for k, v in headers or ())
     return (
         s.topic,
         s.partition,
@@ -73,6 +80,7 @@ def decode_row(
         offset,
         None,
         syncs_partition,
+        first,
     )
 
 
@@ -214,7 +222,13 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
                     if off >= partition.end:
                         return
-                    yield decode_row(partition.partition, off, m.key(), m.value())
+                    yield decode_row(
+                        partition.partition,
+                        off,
+                        m.key(),
+                        m.value(),
+                        m.headers(),  # type: ignore[arg-type]  # list of (str, bytes) pairs
+                    )
                     if off == partition.end - 1:
                         return
         finally:

@@ -5,25 +5,49 @@ mirror's position, then asks it to translate group offsets.
 
 Invariants, per source partition:
 
-* syncs are kept sorted with strictly increasing upstream offsets;
+* syncs are kept sorted with strictly increasing upstream offsets, each with two
+  flags: ``txn_first`` (it is the first sync of a mirror transaction, from the
+  ``mm.txn.first`` header; False when unknown, which is always safe, see
+  :mod:`mm_client.translation`) and ``complete`` (every sync the mirror wrote
+  between the previous kept sync and this one is known, so the interval
+  translates exactly);
 * a sync for an upstream offset already present replaces it when its
   downstream offset differs, and everything after it is dropped (the target was
-  re-mirrored from there, so later pairs are stale); an identical pair is
-  ignored (the mirror re-writes a transaction's syncs after a crash);
-* :meth:`translate` answers only for offsets the mirror has passed: U must be
-  at or below the mirror's position (the next source offset it will mirror),
-  and at or above the oldest kept sync; otherwise it answers None, so a
-  checkpoint is never ahead of what the target holds;
-* :meth:`prune` drops history below a bound but keeps the newest sync at or
-  below it, so the bound itself stays translatable. Memory is therefore
-  O(runs between the lowest tracked group offset and the head), i.e. two syncs
-  per stretch of consecutive source offsets in that window;
+  re-mirrored from there, so later pairs are stale; the interval before the new
+  pair is not complete); an identical pair is ignored except that it may add a
+  ``txn_first`` flag (the mirror re-writes a transaction's syncs after a crash);
+* holes: the reader of the offset-syncs topic calls :meth:`OffsetSyncStore.mark_hole`
+  when syncs may be missing (an offset gap where the writer leaves none: the
+  topic was compacted, or retention deleted records before they were read).
+  The next new sync of every partition then starts an interval that is not
+  complete;
+* the mirror's last transaction (its syncs, from the state group's commit
+  metadata) is held aside as ``pending``, never inserted: the topic may not have
+  delivered the syncs before it yet, and inserting would turn unread history
+  into a gap (answering ahead). It is used only past the newest topic sync,
+  through an interval that is complete only when that sync belongs to the
+  pending transaction, and is dropped once the topic reaches it;
+* :meth:`PartitionHistory.lookup` answers only for offsets the mirror has
+  passed: U must be at or below the mirror's position (the next source offset
+  it will mirror), and at or above the oldest kept sync; otherwise None, so a
+  checkpoint is never ahead of what the target holds. Inside a complete
+  interval (or at a sync) the answer is exact; strictly inside an interval that
+  is not complete, between syncs (su, sd) and (nu, nd), it is ``sd + 1``: never
+  ahead (every record mirrored after s is at or after sd + 1) and exact only
+  when ``nd == sd + 1``; the answer says which (``Translation.exact``);
+* :meth:`PartitionHistory.prune` drops history below a bound but keeps the
+  newest sync at or below it, so the bound itself stays translatable. Memory is
+  therefore O(runs between the lowest tracked group offset and the head), i.e.
+  two syncs per stretch of consecutive source offsets in that window;
 * after a prune, syncs below the oldest kept one are ignored (``floor``): they
   are replays of history already dropped (a re-read of the offset-syncs topic),
   and taking them as a rewind would wipe the history that is still needed.
 
 :meth:`OffsetSyncStore.to_json` / :meth:`OffsetSyncStore.from_json` turn the
-store into plain JSON-able data and back (the checkpoint job snapshots it).
+store into plain JSON-able data and back (the checkpoint job snapshots it);
+``pending`` is not kept (the job re-reads the commit metadata every round).
+Data without the flags (snapshot format 1) loads with every interval not
+complete: nothing recorded how that history was read.
 """
 
 from __future__ import annotations
@@ -32,9 +56,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 from mm_client.translation import translate_offset
+
+
+class Translation(NamedTuple):
+    """A translated offset; ``exact`` False when it may be below the exact answer."""
+
+    offset: int
+    exact: bool
 
 
 @dataclass
@@ -45,36 +76,112 @@ class PartitionHistory:
     position: int = -1
     # upstream offset of the oldest sync kept by the last prune; older syncs are ignored
     floor: int = -1
+    # per sync: first of a mirror transaction (False: not, or unknown)
+    txn_first: list[bool] = field(default_factory=list)
+    # per sync: the interval from the previous sync to it is known complete
+    # (the first entry has no interval; its value is meaningless)
+    complete: list[bool] = field(default_factory=list)
+    # syncs may be missing before the next new sync
+    hole_next: bool = False
+    # the mirror's last transaction from its commit metadata (not persisted)
+    pending: list[tuple[int, int]] = field(default_factory=list)
 
-    def add(self, upstream: int, downstream: int) -> None:
+    def __post_init__(self) -> None:
+        n = len(self.upstreams)
+        if not self.txn_first:
+            self.txn_first = [False] * n
+        if not self.complete:
+            self.complete = [True] * n
+
+    def add(self, upstream: int, downstream: int, txn_first: bool = False) -> None:
         if upstream < self.floor:
             return  # history already pruned away: a replay, not news
         ups = self.upstreams
         if not ups or upstream > ups[-1]:
-            ups.append(upstream)
-            self.downstreams.append(downstream)
+            self._append(upstream, downstream, txn_first, not self.hole_next)
             return
         i = bisect_left(ups, upstream)
         if i < len(ups) and ups[i] == upstream and self.downstreams[i] == downstream:
+            self.txn_first[i] = self.txn_first[i] or txn_first
             return  # a re-written sync we already have
         # a rewind: the target was re-mirrored from `upstream`; drop what follows
         del ups[i:]
         del self.downstreams[i:]
-        ups.append(upstream)
+        del self.txn_first[i:]
+        del self.complete[i:]
+        self._append(upstream, downstream, txn_first, False)
+
+    def _append(self, upstream: int, downstream: int, txn_first: bool, complete: bool) -> None:
+        self.upstreams.append(upstream)
         self.downstreams.append(downstream)
+        self.txn_first.append(txn_first)
+        self.complete.append(complete)
+        self.hole_next = False
+        if self.pending and upstream >= self.pending[0][0]:
+            self.pending = []  # the topic reached the pending transaction
+
+    def mark_hole(self) -> None:
+        """Syncs may be missing between the newest kept sync and the next new one."""
+        if self.upstreams:
+            self.hole_next = True
+
+    def set_pending(self, syncs: list[tuple[int, int]]) -> None:
+        """The syncs of the mirror's last transaction (from its commit metadata)."""
+        newest = self.upstreams[-1] if self.upstreams else -1
+        self.pending = list(syncs) if syncs and syncs[-1][0] > newest else []
+
+    @property
+    def holes(self) -> int:
+        """Kept intervals that are not known complete."""
+        return self.complete[1:].count(False)
 
     @property
     def last_mirrored(self) -> int:
         """Upstream offset of the last mirrored record known from syncs, -1 if none."""
-        return self.upstreams[-1] if self.upstreams else -1
+        last = self.upstreams[-1] if self.upstreams else -1
+        return max(last, self.pending[-1][0]) if self.pending else last
+
+    def _tail(self) -> tuple[list[tuple[int, int]], bool]:
+        """Pending syncs past the newest topic sync, and whether the interval up to
+        them is complete (the newest topic sync is one of the pending transaction)."""
+        if not self.pending:
+            return [], False
+        newest = (self.upstreams[-1], self.downstreams[-1]) if self.upstreams else None
+        k = bisect_right([u for u, _ in self.pending], newest[0] if newest else -1)
+        return self.pending[k:], k > 0 and self.pending[k - 1] == newest
 
     def translate(self, upstream: int) -> int | None:
-        if not self.upstreams or upstream < self.upstreams[0]:
+        t = self.lookup(upstream)
+        return None if t is None else t.offset
+
+    def lookup(self, upstream: int) -> Translation | None:
+        """The translation of ``upstream`` and whether it is exact (see the invariants)."""
+        ups, downs = self.upstreams, self.downstreams
+        tail, joined = self._tail()
+        oldest = ups[0] if ups else (tail[0][0] if tail else None)
+        if oldest is None or upstream < oldest:
             return None
         limit = self.position if self.position >= 0 else self.last_mirrored + 1
         if upstream > limit:
             return None  # the mirror has not got there yet
-        return translate_offset(self.upstreams, self.downstreams, upstream)
+        i = bisect_right(ups, upstream) - 1
+        if i + 1 < len(ups):
+            if self.complete[i + 1] or upstream == ups[i]:
+                return _exact(ups, downs, upstream, self.txn_first)
+            return _untrusted(downs[i], downs[i + 1])
+        if tail and upstream >= tail[0][0]:
+            # one transaction: equal widths inside it always mean one run
+            return _exact([u for u, _ in tail], [d for _, d in tail], upstream, None)
+        if i < 0:  # unreachable: upstream >= oldest
+            return None
+        su, sd = ups[i], downs[i]
+        if tail and upstream != su:
+            nu, nd = tail[0]
+            if not joined:
+                return _untrusted(sd, nd)
+            # the newest topic sync and tail[0] are in one transaction
+            return _exact([su, nu], [sd, nd], upstream, None)
+        return _exact(ups, downs, upstream, self.txn_first)
 
     def prune(self, below: int) -> int:
         """Forget syncs no longer needed for offsets >= ``below``; returns how many."""
@@ -84,8 +191,24 @@ class PartitionHistory:
         # translating U >= below needs only the newest sync <= U and the one after it
         del self.upstreams[:i]
         del self.downstreams[:i]
+        del self.txn_first[:i]
+        del self.complete[:i]
         self.floor = self.upstreams[0]
         return i
+
+
+def _exact(
+    ups: list[int], downs: list[int], upstream: int, txn_first: list[bool] | None
+) -> Translation:
+    got = translate_offset(ups, downs, upstream, txn_first)
+    assert got is not None  # callers checked upstream >= ups[0]
+    return Translation(got, True)
+
+
+def _untrusted(sd: int, nd: int) -> Translation:
+    # syncs may be missing between the two: every record mirrored after s is at
+    # or after sd + 1, the exact answer is somewhere in [sd + 1, nd]
+    return Translation(sd + 1, nd == sd + 1)
 
 
 @dataclass
@@ -99,8 +222,18 @@ class OffsetSyncStore:
             h = self.partitions[key] = PartitionHistory()
         return h
 
-    def add_sync(self, topic: str, partition: int, upstream: int, downstream: int) -> None:
-        self._history(topic, partition).add(upstream, downstream)
+    def add_sync(
+        self, topic: str, partition: int, upstream: int, downstream: int, txn_first: bool = False
+    ) -> None:
+        self._history(topic, partition).add(upstream, downstream, txn_first)
+
+    def mark_hole(self) -> None:
+        """Syncs of any partition may be missing before each partition's next new sync."""
+        for h in self.partitions.values():
+            h.mark_hole()
+
+    def set_pending(self, topic: str, partition: int, syncs: list[tuple[int, int]]) -> None:
+        self._history(topic, partition).set_pending(syncs)
 
     def set_position(self, topic: str, partition: int, position: int) -> None:
         self._history(topic, partition).position = position
@@ -109,6 +242,10 @@ class OffsetSyncStore:
         h = self.partitions.get((topic, partition))
         return None if h is None else h.translate(upstream)
 
+    def lookup(self, topic: str, partition: int, upstream: int) -> Translation | None:
+        h = self.partitions.get((topic, partition))
+        return None if h is None else h.lookup(upstream)
+
     def prune(self, topic: str, partition: int, below: int) -> int:
         h = self.partitions.get((topic, partition))
         return 0 if h is None else h.prune(below)
@@ -116,11 +253,19 @@ class OffsetSyncStore:
     def size(self) -> int:
         return sum(len(h.upstreams) for h in self.partitions.values())
 
+    def holes(self) -> int:
+        """Kept intervals, over all partitions, that are not known complete."""
+        return sum(h.holes for h in self.partitions.values())
+
     def history(self, topic: str, partition: int) -> PartitionHistory | None:
         return self.partitions.get((topic, partition))
 
     def to_json(self) -> list[dict[str, Any]]:
-        """Plain data (lists, ints, strings); downstream offsets as deltas to stay small."""
+        """Plain data (lists, ints, strings); downstream offsets as deltas to stay small.
+
+        Flags are lists of indexes: ``incomplete`` (intervals not known complete),
+        ``txn_first``; ``hole_next`` as a boolean.
+        """
         out: list[dict[str, Any]] = []
         for (topic, partition), h in sorted(self.partitions.items()):
             out.append(
@@ -131,13 +276,20 @@ class OffsetSyncStore:
                     "floor": h.floor,
                     "upstreams": _deltas(h.upstreams),
                     "downstreams": _deltas(h.downstreams),
+                    "incomplete": [i for i, c in enumerate(h.complete) if i and not c],
+                    "txn_first": [i for i, f in enumerate(h.txn_first) if f],
+                    "hole_next": h.hole_next,
                 }
             )
         return out
 
     @classmethod
     def from_json(cls, data: list[dict[str, Any]]) -> OffsetSyncStore:
-        """The store :meth:`to_json` described; ValueError when the data is malformed."""
+        """The store :meth:`to_json` described; ValueError when the data is malformed.
+
+        Entries without ``incomplete`` (format 1) load with every interval not
+        complete: whether that history was read without holes is unknown.
+        """
         store = cls()
         try:
             for entry in data:
@@ -145,8 +297,23 @@ class OffsetSyncStore:
                 downs = _undeltas(entry["downstreams"])
                 if len(ups) != len(downs) or any(b <= a for a, b in pairwise(ups)):
                     raise ValueError("upstream offsets must be strictly increasing")
+                n = len(ups)
+                if "incomplete" in entry:
+                    incomplete = {int(i) for i in entry["incomplete"]}
+                else:
+                    incomplete = set(range(1, n))
+                firsts = {int(i) for i in entry.get("txn_first", [])}
+                if any(not 0 <= i < n for i in firsts | incomplete):
+                    raise ValueError("flag index out of range")
+                complete = [i not in incomplete for i in range(n)]
                 store.partitions[(str(entry["topic"]), int(entry["partition"]))] = PartitionHistory(
-                    ups, downs, int(entry["position"]), int(entry["floor"])
+                    ups,
+                    downs,
+                    int(entry["position"]),
+                    int(entry["floor"]),
+                    [i in firsts for i in range(n)],
+                    complete,
+                    bool(entry.get("hole_next", False)),
                 )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed store data: {exc!r}") from exc

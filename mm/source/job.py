@@ -28,6 +28,39 @@ from mm.source.topics import TopicMirrorPlanner
 
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
+# The offset-syncs topic is NOT compacted (MM2 compacts it): exact translation of a
+# group needs every sync between its offset and the head, and compaction keeps one
+# per partition. Retention bounds it instead (docs/offset-syncs.md).
+OFFSET_SYNCS_RETENTION_KEY = "offset.syncs.retention.ms"
+DEFAULT_OFFSET_SYNCS_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def offset_syncs_topic_config(cfg: MirrorConfig) -> dict[str, str]:
+    """Configs the mirror creates the offset-syncs topic with (``mm.offset.syncs.retention.ms``)."""
+    raw = cfg.mm.get(OFFSET_SYNCS_RETENTION_KEY)
+    ms = DEFAULT_OFFSET_SYNCS_RETENTION_MS
+    if raw is not None:
+        try:
+            ms = int(str(raw).strip())
+        except ValueError:
+            ms = -2
+        if ms < -1 or ms == 0:
+            raise ConfigError(
+                f"mm.{OFFSET_SYNCS_RETENTION_KEY}", raw, "a positive number of ms, or -1 (forever)"
+            )
+    return {"cleanup.policy": "delete", "retention.ms": str(ms)}
+
+
+def ensure_offset_syncs_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
+    where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
+    ensure_topic(
+        cfg.cluster(where).librdkafka("admin"),
+        offset_syncs_topic(flow),
+        f"cluster {where}",
+        flow.offset_syncs_topic_replication_factor,
+        config=offset_syncs_topic_config(cfg),
+    )
+
 
 @dataclass
 class FlowStats:
@@ -69,7 +102,8 @@ def ensure_topic(
     timeout: float = 30.0,
     config: dict[str, str] | None = None,
 ) -> None:
-    """Create a one-partition compacted internal topic when it is missing."""
+    """Create a one-partition internal topic (compacted unless ``config`` says
+    otherwise) when it is missing; an existing topic is left as it is."""
     admin = AdminClient(admin_conf)
     try:
         md = admin.list_topics(timeout=timeout)
@@ -219,13 +253,7 @@ def _run_flows(
     from mm.spark_session import build_spark
 
     for flow in flows:
-        where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
-        ensure_topic(
-            cfg.cluster(where).librdkafka("admin"),
-            offset_syncs_topic(flow),
-            f"cluster {where}",
-            flow.offset_syncs_topic_replication_factor,
-        )
+        ensure_offset_syncs_topic(cfg, flow)
 
         if flow.errors_tolerance == "all" and flow.errors_deadletterqueue_topic_name:
             ensure_topic(

@@ -13,7 +13,10 @@ Per flow X->Y, in this order:
    (replication latency);
 5. the newest checkpoint records per group in ``X.checkpoints.internal`` on Y,
    compared with the groups' committed offsets on X;
-6. the newest record of the offset-syncs topic.
+6. the newest record of the offset-syncs topic;
+7. the checkpoint job's report (``<mm.state.dir>/checkpoint/X-Y/report.json``,
+   when readable here): holes in the translation history and conservative
+   translations per group.
 
 Any Kafka failure makes the whole flow ``error`` (reported as *unavailable*).
 """
@@ -26,6 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from mm_client.records import Checkpoint, Heartbeat
 
+from mm.checkpoint import snapshot
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError, RecordDecodeError
 from mm.kafka.errors import wrap
@@ -107,6 +111,10 @@ class _FlowCollector:
         self.scan = scan
         self.policy = flow.policy()
         src, tgt = cfg.cluster(flow.source), cfg.cluster(flow.target)
+        self.report_path = (
+            snapshot.snapshot_dir(cfg.state_dir, flow.source, flow.target)
+            / snapshot.REPORT_FILE_NAME
+        )
         self.src_admin: dict[str, Any] = dict(src.librdkafka("admin"))
         self.src_consumer: dict[str, Any] = dict(src.librdkafka("consumer"))
         self.tgt_admin: dict[str, Any] = dict(tgt.librdkafka("admin"))
@@ -184,6 +192,8 @@ class _FlowCollector:
         else:
             st.checkpoints_enabled = False
         self._offset_syncs(src_topics, tgt_topics)
+        if flow.emit_checkpoints_enabled:
+            apply_checkpoint_report(st, snapshot.load_report(self.report_path, flow.name), now_ms())
 
     # --- replication latency ---------------------------------------------------------
     def _heartbeats(
@@ -308,6 +318,32 @@ class _FlowCollector:
         now = now_ms()
         ages = [a for a in (_age(now, r) for r in newest.values()) if a is not None]
         st.offset_syncs_age_ms = min(ages) if ages else None
+
+
+def apply_checkpoint_report(st: FlowStatus, report: snapshot.Report | None, now: int) -> None:
+    """Fold the checkpoint job's report into the flow's status (pure)."""
+    if report is None:
+        return
+    st.offset_syncs_cleanup_policy = report.syncs_cleanup_policy
+    st.translation_holes = report.holes
+    st.inexact_translations = sum(report.inexact.values())
+    st.checkpoint_report_age_ms = max(0, now - report.at_ms)
+    for g in st.groups:
+        g.inexact_partitions = report.inexact.get(g.group, 0)
+    if st.inexact_translations:
+        groups = ", ".join(f"{g} ({n})" for g, n in sorted(report.inexact.items()))
+        st.notes.append(
+            f"{st.inexact_translations} group partition(s) translated conservatively (holes in "
+            f"the offset-syncs history; consumers would re-read records at failover, never "
+            f"skip): {groups}"
+        )
+    policy = report.syncs_cleanup_policy
+    if policy is not None and "compact" in policy:
+        st.notes.append(
+            f"offset-syncs topic {report.syncs_topic} has cleanup.policy={policy}: history read "
+            f"from it may have holes ({report.holes} kept now); set cleanup.policy=delete with a "
+            "retention.ms (see docs/offset-syncs.md)"
+        )
 
 
 def flows_for_status(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]:

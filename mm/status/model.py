@@ -25,6 +25,12 @@ Definitions (times in ms since the epoch, ages relative to the moment of the rea
   group is **stale** when its committed offsets on X differ from what its
   newest checkpoints say, and only then does the age count as **checkpoint
   latency** (MM2's ``checkpoint-latency-ms``) and against the threshold.
+* **conservative translations** (per group) and **history holes**: from the
+  checkpoint job's report (``report.json`` in its state directory, when this
+  process can read ``mm.state.dir``): group partitions whose last translation
+  may be below the exact offset because the offset-syncs history has a hole
+  there (their consumers would re-read records at failover, never skip), and
+  the number of such holes kept; see ``docs/offset-syncs.md``.
 """
 
 from __future__ import annotations
@@ -112,6 +118,9 @@ class GroupCheckpointStatus:
     stale_partitions: int = 0
     # the age while stale, else 0 (what the threshold applies to)
     latency_ms: int = 0
+    # partitions translated conservatively (maybe below exact) in the checkpoint
+    # job's last round, from its report
+    inexact_partitions: int = 0
 
 
 @dataclass
@@ -145,6 +154,11 @@ class FlowStatus:
     offset_syncs_topic: str | None = None
     offset_syncs_cluster: str | None = None
     offset_syncs_age_ms: int | None = None
+    # from the checkpoint job's report; None when no report was found
+    offset_syncs_cleanup_policy: str | None = None
+    translation_holes: int | None = None
+    inexact_translations: int | None = None
+    checkpoint_report_age_ms: int | None = None
     notes: list[str] = field(default_factory=list)
 
     @property

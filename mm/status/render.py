@@ -48,6 +48,10 @@ def _flow_header(f: FlowStatus, alerts: list[Alert]) -> Text:
         text.append(f"  offset syncs {duration(f.offset_syncs_age_ms)} ago", style="dim")
     elif f.offset_syncs_topic:
         text.append("  no offset syncs yet", style="dim")
+    if f.inexact_translations:
+        text.append(f"  {f.inexact_translations} conservative translation(s)", style="yellow")
+    if f.translation_holes:
+        text.append(f"  {f.translation_holes} history hole(s)", style="yellow")
     text.append(
         "  OK" if not alerts else f"  {len(alerts)} ALERT(S)",
         style="green" if not alerts else "bold red",
@@ -94,16 +98,25 @@ def _partitions_table(f: FlowStatus, alerts: list[Alert]) -> Table:
 
 def _groups_table(f: FlowStatus) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("group", "partitions", "newest checkpoint", "moved since", "checkpoint latency"):
+    cols = ["group", "partitions", "newest checkpoint", "moved since", "checkpoint latency"]
+    report = f.inexact_translations is not None
+    if report:
+        cols.append("conservative")
+    for col in cols:
         table.add_column(col, justify="left" if col == "group" else "right")
     for g in f.groups:
-        table.add_row(
+        row: list[str | Text] = [
             g.group,
             str(g.partitions),
             f"{duration(g.newest_age_ms)} ago",
             str(g.stale_partitions),
             duration(g.latency_ms),
-        )
+        ]
+        if report:
+            row.append(
+                Text(str(g.inexact_partitions), style="yellow" if g.inexact_partitions else "")
+            )
+        table.add_row(*row)
     return table
 
 

@@ -129,6 +129,42 @@ def test_translation_table(syncs: list[Sync], upstream: int, expected: int | Non
     assert _translate(syncs, upstream) == expected
 
 
+# Equal-width source and target gaps at a transaction boundary: source offset 1 is
+# a transaction marker, target offset 1 the mirror's commit marker. The pairs alone
+# look like one run 0..2; the flag on (2, 2) says it starts a transaction.
+EQUAL_WIDTH = [(0, 0), (2, 2)]
+
+
+@pytest.mark.parametrize(
+    ("firsts", "upstream", "expected"),
+    [
+        pytest.param([True, True], 1, 2, id="next sync starts a transaction: a gap"),
+        pytest.param([True, False], 1, 1, id="same transaction: one run"),
+        pytest.param(None, 1, 1, id="no flags (MM2, older mirrors): today's rule"),
+        pytest.param([True, True], 0, 0, id="at the first sync"),
+        pytest.param([True, True], 2, 2, id="at the flagged sync"),
+        pytest.param([True, True], 3, 3, id="one past the end"),
+    ],
+)
+def test_transaction_first_flag_disambiguates_equal_widths(
+    firsts: list[bool] | None, upstream: int, expected: int
+) -> None:
+    ups, downs = [u for u, _ in EQUAL_WIDTH], [d for _, d in EQUAL_WIDTH]
+    assert translate_offset(ups, downs, upstream, firsts) == expected
+
+
+def test_transaction_first_flag_in_a_batch_with_a_gap() -> None:
+    # one transaction u 10,11 | marker 12 | 13,14 -> d 100..103, next transaction
+    # u 16.. -> d 105.. (source marker 15, target marker 104): widths 2 and 2
+    syncs = [(10, 100), (11, 101), (13, 102), (14, 103), (16, 105), (18, 107)]
+    firsts = [True, False, False, False, True, False]
+    ups, downs = [u for u, _ in syncs], [d for _, d in syncs]
+    assert translate_offset(ups, downs, 12, firsts) == 102  # gap inside the transaction
+    assert translate_offset(ups, downs, 15, firsts) == 105  # exact, not the marker 104
+    assert translate_offset(ups, downs, 15) == 104  # without flags: the equivalent answer
+    assert translate_offset(ups, downs, 17, firsts) == 106
+
+
 def test_translation_accepts_any_sequences() -> None:
     assert translate_offset((10, 19), (100, 109), 15) == 105
     assert translate_offset(range(10, 20), range(100, 110), 15) == 105
@@ -168,6 +204,8 @@ class Mirrored:
     ds: list[int] = field(default_factory=list)  # their downstream offsets
     batches: list[int] = field(default_factory=list)  # their batch numbers
     syncs: list[Sync] = field(default_factory=list)  # everything RunTracker emitted
+    # per sync: the first sync of its batch (the mirror's mm.txn.first header)
+    firsts: list[bool] = field(default_factory=list)
 
     def exact(self, upstream: int) -> int:
         """DESIGN.md: smallest d with u >= U, else one past the last record with u < U."""
@@ -247,7 +285,9 @@ def _mirror(rng: random.Random, mirror_from_start: bool = True) -> Mirrored:
 
         tracker = RunTracker()
         _feed(rng, tracker, batch, feed_mode)
-        m.syncs.extend(tracker.syncs(downstream))
+        pairs = tracker.syncs(downstream)
+        m.syncs.extend(pairs)
+        m.firsts.extend(k == 0 for k in range(len(pairs)))
         for u in batch:
             m.us.append(u)
             m.ds.append(downstream)
@@ -321,6 +361,23 @@ def test_simulated_mirroring_translates_exactly() -> None:
     # place where the answer differs from the exact offset
     assert stats["equivalent"] > 0
     assert stats["equivalent"] == stats["ambiguous"]
+
+
+def test_simulated_mirroring_with_transaction_flags_is_exact() -> None:
+    """With the mirror's per-transaction flag every offset translates exactly,
+    the equal-width boundary cases included."""
+    ambiguous = 0
+    for seed in SEEDS:
+        m = _mirror(random.Random(seed))
+        ups, downs = [u for u, _ in m.syncs], [d for _, d in m.syncs]
+        for upstream in _upstreams_to_check(m):
+            got = translate_offset(ups, downs, upstream, m.firsts)
+            if upstream < ups[0]:
+                assert got is None
+                continue
+            ambiguous += m.ambiguous(upstream)
+            assert got == m.exact(upstream), f"seed={seed} U={upstream} syncs={m.syncs}"
+    assert ambiguous > 0  # the simulation reaches the case the flag is for
 
 
 def test_simulated_syncs_are_run_endpoints() -> None:

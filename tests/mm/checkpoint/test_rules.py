@@ -1,7 +1,7 @@
 """Checkpoint emission and group-offset-sync rules: tables of cases."""
 
 import pytest
-from mm_client.records import Checkpoint, OffsetSync
+from mm_client.records import TXN_FIRST_HEADER, Checkpoint, OffsetSync
 
 from mm.checkpoint import rules
 from mm.checkpoint.reader import decode_row
@@ -87,11 +87,38 @@ def test_prune_bound(groups: list[int], log_start: int | None, bound: int | None
 
 def test_decode_row() -> None:
     s = OffsetSync("orders", 3, 17, 19)
-    assert decode_row(0, 42, s.key_bytes(), s.value_bytes()) == ("orders", 3, 17, 19, 42, None, 0)
-    topic, partition, up, down, offset, error, sp = decode_row(1, 43, b"\x00", b"junk")
-    assert (topic, partition, up, down, offset, sp) == (None, None, None, None, 43, 1)
+    assert decode_row(0, 42, s.key_bytes(), s.value_bytes()) == (
+        "orders",
+        3,
+        17,
+        19,
+        42,
+        None,
+        0,
+        False,
+    )
+    topic, partition, up, down, offset, error, sp, first = decode_row(1, 43, b"\x00", b"junk")
+    assert (topic, partition, up, down, offset, sp, first) == (None, None, None, None, 43, 1, None)
     assert error and error.startswith("OffsetSync")
     assert decode_row(0, 44, s.key_bytes(), None)[5]
+
+
+@pytest.mark.parametrize(
+    ("headers", "first"),
+    [
+        ([(TXN_FIRST_HEADER, b"1")], True),
+        ([("other", b"x"), (TXN_FIRST_HEADER, b"1")], True),
+        ([(TXN_FIRST_HEADER, b"0")], False),
+        ([("other", b"1")], False),
+        ([], False),
+        (None, False),
+    ],
+)
+def test_decode_row_keeps_the_transaction_first_header(
+    headers: list[tuple[str, bytes]] | None, first: bool
+) -> None:
+    s = OffsetSync("orders", 3, 17, 19)
+    assert decode_row(0, 42, s.key_bytes(), s.value_bytes(), headers)[7] is first
 
 
 def test_tracked_groups_never_internal() -> None:

@@ -88,3 +88,62 @@ def test_pruned_history_ignores_replayed_old_syncs() -> None:
     assert s.translate("orders", 0, 15) == 15
     restored = OffsetSyncStore.from_json(json.loads(json.dumps(s.to_json())))
     assert restored.history("orders", 0) == h
+
+
+def test_trust_flags_survive_a_snapshot_and_continue(tmp_path: Path) -> None:
+    s = OffsetSyncStore()
+    s.add_sync("t", 0, 0, 0, txn_first=True)
+    s.add_sync("t", 0, 9, 9)
+    s.mark_hole()
+    s.add_sync("t", 0, 50, 60, txn_first=True)
+    s.add_sync("t", 0, 59, 69)
+    s.mark_hole()  # the job stops right after seeing a gap
+    path = tmp_path / "store.json"
+    snapshot.save(path, snapshot.Snapshot("A->B", s, {"syncs:0": 7}))
+    assert json.loads(path.read_text())["version"] == snapshot.FORMAT_VERSION == 2
+    got = snapshot.load(path, "A->B")
+    assert got is not None
+    h = got.store.history("t", 0)
+    assert h is not None
+    assert h.complete == [True, True, False, True]
+    assert h.txn_first == [True, False, True, False]
+    assert h.hole_next
+    got.store.set_position("t", 0, 80)
+    assert got.store.translate("t", 0, 30) == 10  # inside the hole: conservative
+    got.store.add_sync("t", 0, 70, 79)  # continued: the gap seen before the stop counts
+    assert h.complete[-1] is False
+    assert got.store.translate("t", 0, 65) == 70
+
+
+def test_format_1_loads_with_every_interval_untrusted(tmp_path: Path) -> None:
+    path = tmp_path / "store.json"
+    old = {
+        "version": 1,
+        "flow": "A->B",
+        "syncs_next": {"syncs:0": 5},
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "position": 30,
+                "floor": -1,
+                "upstreams": [0, 9, 2],  # delta-encoded: 0, 9, 11
+                "downstreams": [0, 9, 2],
+            }
+        ],
+    }
+    path.write_text(json.dumps(old))
+    got = snapshot.load(path, "A->B")
+    assert got is not None and got.syncs_next == {"syncs:0": 5}
+    h = got.store.history("t", 0)
+    assert h is not None
+    assert h.upstreams == [0, 9, 11] and h.downstreams == [0, 9, 11]
+    assert h.complete == [True, False, False]
+    assert got.store.translate("t", 0, 5) == 1  # nothing says that history was complete
+    assert got.store.translate("t", 0, 9) == 9  # at a sync: exact
+    data = json.loads(path.read_text())
+    data["partitions"][0]["incomplete"] = [3]
+    data["version"] = 2
+    path.write_text(json.dumps(data))
+    with pytest.raises(MirrorError, match="out of range"):
+        snapshot.load(path, "A->B")

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from mm.checkpoint.store import OffsetSyncStore, PartitionHistory
+from mm.checkpoint.store import OffsetSyncStore, PartitionHistory, Translation
 from mm.source.runs import RunTracker
 
 pytestmark = pytest.mark.unit
@@ -106,3 +106,145 @@ def test_random_layouts_exact_and_prune_keeps_exactness(seed: int) -> None:
         exact = _exact(mapping, q)
         assert got is not None and got <= exact
         assert not any(got <= d < exact for d in mapping.values())
+
+
+# --- trust: metadata syncs, holes in the history, transaction flags ---------------------
+
+
+def _history(syncs: list[tuple[int, int]], position: int) -> PartitionHistory:
+    h = PartitionHistory()
+    for u, d in syncs:
+        h.add(u, d)
+    h.position = position
+    return h
+
+
+def test_commit_metadata_syncs_never_make_a_gap_out_of_unread_history() -> None:
+    # topic read up to (99, 99); the mirror's last transaction (from the state
+    # group's commit metadata) is (200, 202)..(299, 301); the topic's syncs
+    # (100, 101)..(199, 200) in between are not read yet
+    h = _history([(0, 0), (99, 99)], 300)
+    h.set_pending([(200, 202), (299, 301)])
+    got = h.lookup(150)
+    assert got is not None
+    assert got.offset == 100 and not got.exact  # conservative; exact is 151, not 202
+    assert h.translate(200) == 202  # the metadata transaction itself is exact
+    assert h.translate(250) == 252
+    assert h.translate(300) == 302
+    assert h.translate(301) is None  # past the mirror's position
+    # the topic catches up: exact everywhere, nothing was taken for a rewind
+    for u, d in [(100, 101), (199, 200), (200, 202), (299, 301)]:
+        h.add(u, d)
+    assert list(zip(h.upstreams, h.downstreams, strict=True)) == [
+        (0, 0),
+        (99, 99),
+        (100, 101),
+        (199, 200),
+        (200, 202),
+        (299, 301),
+    ]
+    assert h.lookup(150) == Translation(151, True)
+    assert h.pending == []
+
+
+def test_commit_metadata_syncs_continue_a_transaction_read_in_part() -> None:
+    # the topic holds the transaction's first sync already: the interval to the
+    # next metadata sync is inside one transaction, so exact
+    h = _history([(0, 0), (99, 99), (101, 101)], 300)
+    h.set_pending([(101, 101), (199, 199), (250, 200), (299, 249)])
+    assert h.lookup(150) == Translation(150, True)
+    assert h.lookup(220) == Translation(200, True)
+    # metadata of an older transaction than the topic's head: ignored
+    h.set_pending([(0, 0), (99, 99)])
+    assert h.translate(150) == 102  # one past (101, 101): the topic's head
+
+
+def test_commit_metadata_syncs_on_an_empty_history() -> None:
+    h = PartitionHistory(position=11)
+    h.set_pending([(5, 7), (10, 12)])
+    assert h.translate(4) is None
+    assert h.translate(5) == 7
+    assert h.translate(8) == 10
+    assert h.translate(11) == 13
+
+
+# (syncs with a hole before index 2, U) -> expected (offset, exact)
+HOLE = [(0, 0), (9, 9), (50, 60), (59, 69)]
+HOLE_TABLE = [
+    (0, (0, True)),
+    (5, (5, True)),  # a complete interval: exact
+    (9, (9, True)),
+    (10, (10, False)),  # strictly inside the hole: one past the older sync
+    (30, (10, False)),
+    (49, (10, False)),
+    (50, (60, True)),  # at the newer sync: exact
+    (55, (65, True)),
+    (60, (70, True)),
+]
+
+
+@pytest.mark.parametrize(("upstream", "expected"), HOLE_TABLE)
+def test_translation_in_a_hole_is_conservative(upstream: int, expected: tuple[int, bool]) -> None:
+    h = PartitionHistory()
+    h.add(0, 0)
+    h.add(9, 9)
+    h.mark_hole()
+    h.add(50, 60)
+    h.add(59, 69)
+    h.position = 60
+    assert h.complete == [True, True, False, True]
+    assert h.holes == 1
+    assert h.lookup(upstream) == Translation(*expected)
+
+
+def test_a_hole_of_width_one_is_still_exact() -> None:
+    h = PartitionHistory()
+    h.add(0, 0)
+    h.mark_hole()
+    h.add(5, 1)  # nothing fits between downstream 0 and 1: sd + 1 is exact
+    assert h.lookup(3) == Translation(1, True)
+
+
+def test_hole_flag_survives_replayed_syncs_and_applies_to_the_next_new_one() -> None:
+    h = PartitionHistory()
+    h.add(0, 0)
+    h.add(9, 9)
+    h.mark_hole()
+    h.add(9, 9)  # a re-written sync: not new, the hole is still ahead
+    h.add(20, 30)
+    assert h.complete == [True, True, False]
+
+
+def test_rewind_is_not_trusted() -> None:
+    h = _history([(0, 0), (9, 9), (19, 19)], 30)
+    h.add(9, 40)  # target re-mirrored from 9
+    assert h.complete == [True, False]
+    assert h.lookup(5) == Translation(1, False)
+
+
+def test_store_level_holes_reach_every_partition_and_prune_keeps_flags() -> None:
+    s = OffsetSyncStore()
+    s.add_sync("t", 0, 0, 0)
+    s.add_sync("t", 1, 0, 0)
+    s.mark_hole()
+    s.add_sync("t", 0, 10, 20)
+    s.add_sync("t", 1, 10, 10)  # the interval is untrusted even if it looks like a run
+    s.add_sync("t", 2, 0, 0)  # a partition first seen after the hole: nothing before it
+    assert s.holes() == 2
+    assert s.lookup("t", 1, 5) == Translation(1, False)
+    s.add_sync("t", 0, 30, 40, txn_first=True)
+    assert s.prune("t", 0, 15) == 1
+    h = s.history("t", 0)
+    assert h is not None
+    assert (h.upstreams, h.complete, h.txn_first) == ([10, 30], [False, True], [False, True])
+    assert s.holes() == 1  # the interval before the oldest kept sync no longer counts
+
+
+def test_transaction_flags_kept_and_used() -> None:
+    h = PartitionHistory()
+    h.add(0, 0, txn_first=True)
+    h.add(2, 2, txn_first=True)  # source marker at 1, target marker at 1
+    h.position = 3
+    assert h.translate(1) == 2
+    h.add(2, 2)  # re-read without the header (a copy MM2 tools wrote): flag kept
+    assert h.txn_first == [True, True]

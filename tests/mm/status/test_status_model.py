@@ -210,8 +210,10 @@ def test_status_collector_exposes_the_report_in_seconds() -> None:
     flow = _flow(
         latency_ms=2500,
         partitions=[_part(3, record_age_ms=1200, truncated=0)],
-        groups=[GroupCheckpointStatus("g1", 1, 400_000, 1, 400_000)],
+        groups=[GroupCheckpointStatus("g1", 1, 400_000, 1, 400_000, inexact_partitions=1)],
         offset_syncs_age_ms=1000,
+        translation_holes=3,
+        inexact_translations=1,
     )
     collector.update(StatusReport.build([flow], Thresholds(1000, 1, 60), 1_700_000_000_000))
     got = _scrape(collector)
@@ -227,6 +229,8 @@ def test_status_collector_exposes_the_report_in_seconds() -> None:
     assert got["mm_checkpoint_age_seconds"] == [({**fl, "group": "g1"}, 400.0)]
     assert got["mm_checkpoint_latency_seconds"] == [({**fl, "group": "g1"}, 400.0)]
     assert got["mm_offset_syncs_age_seconds"] == [(fl, 1.0)]
+    assert got["mm_offset_syncs_history_holes"] == [(fl, 3.0)]
+    assert got["mm_checkpoint_inexact_partitions"] == [({**fl, "group": "g1"}, 1.0)]
     assert sorted((s[0]["kind"], s[1]) for s in got["mm_status_alerts"]) == [
         ("checkpoint_age", 1.0),
         ("record_lag", 1.0),
@@ -313,3 +317,57 @@ def test_cli_lists_the_commands() -> None:
     assert "heartbeat" in help_text and "status" in help_text
     args = parser.parse_args(["status", "-c", "x.properties", "--json", "--serve", "9402"])
     assert (args.json, args.serve, args.watch) == (True, 9402, False)
+
+
+def test_checkpoint_report_folds_into_status_text_json_and_metrics() -> None:
+    from mm.checkpoint.snapshot import Report
+    from mm.status.collect import apply_checkpoint_report
+
+    flow = _flow(
+        partitions=[_part()],
+        groups=[
+            GroupCheckpointStatus("g1", 2, 1000),
+            GroupCheckpointStatus("g2", 1, 1000),
+        ],
+    )
+    apply_checkpoint_report(flow, None, 0)  # no report: nothing claimed
+    assert flow.translation_holes is None and flow.inexact_translations is None
+    collector = StatusCollector()
+    collector.update(StatusReport.build([flow], T, 0))
+    got = _scrape(collector)
+    assert "mm_offset_syncs_history_holes" not in got
+    assert "mm_checkpoint_inexact_partitions" not in got
+
+    report = Report(
+        "A->B", 999_000, "mm2-offset-syncs.B.internal", "compact", holes=4, inexact={"g1": 2}
+    )
+    apply_checkpoint_report(flow, report, 1_000_000)
+    assert (flow.translation_holes, flow.inexact_translations) == (4, 2)
+    assert flow.checkpoint_report_age_ms == 1000
+    assert [g.inexact_partitions for g in flow.groups] == [2, 0]
+    assert flow.offset_syncs_cleanup_policy == "compact"
+    notes = " ".join(flow.notes)
+    assert "2 group partition(s) translated conservatively" in notes and "g1 (2)" in notes
+    assert "mm2-offset-syncs.B.internal has cleanup.policy=compact" in notes
+    assert "cleanup.policy=delete" in notes
+
+    rep = StatusReport.build([flow], T, 0)
+    assert rep.ok  # conservative translations never skip records: not an alert
+    doc = rep.to_json()["flows"][0]
+    assert doc["translation_holes"] == 4 and doc["inexact_translations"] == 2
+    assert doc["offset_syncs_cleanup_policy"] == "compact"
+    assert [g["inexact_partitions"] for g in doc["groups"]] == [2, 0]
+
+    out = io.StringIO()
+    Console(file=out, width=200).print(render(rep))
+    text = out.getvalue()
+    assert "2 conservative translation(s)" in text and "4 history hole(s)" in text
+    assert "conservative" in text.split("checkpoints in")[1].splitlines()[1]  # column header
+
+    collector.update(rep)
+    got = _scrape(collector)
+    fl = {"flow": "A->B", "source": "A", "target": "B"}
+    assert got["mm_offset_syncs_history_holes"] == [(fl, 4.0)]
+    assert sorted(got["mm_checkpoint_inexact_partitions"], key=str) == sorted(
+        [({**fl, "group": "g1"}, 2.0), ({**fl, "group": "g2"}, 0.0)], key=str
+    )

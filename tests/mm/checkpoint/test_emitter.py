@@ -1,0 +1,259 @@
+"""FlowCheckpointer's driver-side logic against fake Kafka clients (unit).
+
+Tansu stores no commit metadata and never compacts, so the paths that depend on
+those (the mirror's last-transaction syncs in the state group's metadata, holes
+in a compacted offset-syncs topic) are tested here with fakes.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+from structlog.testing import capture_logs
+
+from mm.checkpoint import snapshot
+from mm.checkpoint.emitter import FlowCheckpointer
+from mm.checkpoint.rules import GroupOffset
+from mm.config import build_config
+from mm.source.state import encode_state
+
+pytestmark = pytest.mark.unit
+
+SYNCS = "mm2-offset-syncs.B.internal"
+
+
+def _done(value: Any) -> Future[Any]:
+    f: Future[Any] = Future()
+    f.set_result(value)
+    return f
+
+
+@dataclass
+class _Offsets:
+    topic_partitions: list[TopicPartition]
+
+
+@dataclass
+class _Entry:
+    value: str | None
+
+
+class FakeAdmin:
+    """Committed offsets per group, topic configs and log starts; records calls."""
+
+    def __init__(
+        self,
+        groups: dict[str, list[TopicPartition]] | None = None,
+        configs: dict[str, dict[str, str]] | None = None,
+        log_starts: dict[tuple[str, int], int] | None = None,
+    ) -> None:
+        self.groups = groups or {}
+        self.configs = configs or {}
+        self.log_starts = log_starts or {}
+
+    def list_consumer_group_offsets(self, reqs: list[Any], **_kw: Any) -> dict[str, Future[Any]]:
+        return {r.group_id: _done(_Offsets(self.groups.get(r.group_id, []))) for r in reqs}
+
+    def describe_configs(self, resources: list[Any], **_kw: Any) -> dict[Any, Future[Any]]:
+        out: dict[Any, Future[Any]] = {}
+        for r in resources:
+            f: Future[Any] = Future()
+            if r.name in self.configs:
+                f.set_result({k: _Entry(v) for k, v in self.configs[r.name].items()})
+            else:
+                f.set_exception(RuntimeError("unknown topic"))
+            out[r] = f
+        return out
+
+    def list_offsets(self, specs: dict[TopicPartition, Any], **_kw: Any) -> dict[Any, Any]:
+        @dataclass
+        class _Info:
+            offset: int
+
+        return {tp: _done(_Info(self.log_starts.get((tp.topic, tp.partition), 0))) for tp in specs}
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, **_kw: Any) -> None:
+        self.records.append((topic, value, key))
+
+    def flush(self, _timeout: float = 0) -> int:
+        return 0
+
+
+@dataclass
+class Row:
+    """A row of the offset-syncs data source (mm.checkpoint.reader.SYNC_ROW_SCHEMA)."""
+
+    offset: int
+    topic: str | None = "orders"
+    partition: int | None = 0
+    upstream: int | None = 0
+    downstream: int | None = 0
+    error: str | None = None
+    syncs_partition: int = 0
+    txn_first: bool | None = False
+
+
+def _rows(start: int, pairs: list[tuple[int, int]], first: bool = False) -> list[Row]:
+    return [
+        Row(start + i, upstream=u, downstream=d, txn_first=first and i == 0)
+        for i, (u, d) in enumerate(pairs)
+    ]
+
+
+def _checkpointer(tmp_path: Path, **props: str) -> FlowCheckpointer:
+    cfg = build_config(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "a:9092",
+            "B.bootstrap.servers": "b:9092",
+            "A->B.enabled": "true",
+            "mm.state.dir": str(tmp_path),
+            **props,
+        }
+    )
+    w = FlowCheckpointer(cfg, cfg.enabled_flows()[0])
+    w._target_admin = FakeAdmin()  # type: ignore[assignment]
+    w._source_admin = FakeAdmin()  # type: ignore[assignment]
+    w._producer = FakeProducer()  # type: ignore[assignment]
+    return w
+
+
+def _state(w: FlowCheckpointer, position: int, syncs: list[tuple[int, int]]) -> None:
+    tp = TopicPartition("A.orders", 0, position, metadata=encode_state("b1", syncs))
+    w._target_admin = FakeAdmin({w.state_group: [tp]})  # type: ignore[assignment]
+
+
+# --- finding 1: the mirror's last transaction from the commit metadata ------------------
+
+
+def test_commit_metadata_syncs_before_unread_history_never_translate_ahead(
+    tmp_path: Path,
+) -> None:
+    w = _checkpointer(tmp_path)
+    w.feed(_rows(0, [(0, 0), (99, 99)]))
+    # the topic's (100, 101)..(199, 200) are not read yet; the metadata holds the
+    # mirror's last transaction (200, 202)..(299, 301)
+    _state(w, 300, [(200, 202), (299, 301)])
+    w._read_positions()
+    store = w.snap.store
+    got = store.translate("orders", 0, 150)
+    assert got is not None and got <= 151  # exact is 151; 202 would skip records
+    assert store.translate("orders", 0, 250) == 252  # the transaction itself: exact
+    # the topic catches up: exact, and the checkpoint can move forward to it
+    w.feed(_rows(2, [(100, 101), (199, 200), (200, 202), (299, 301)], first=True))
+    w._read_positions()
+    assert store.translate("orders", 0, 150) == 151
+
+
+# --- finding 2: holes in the offset-syncs topic -------------------------------------------
+
+
+HOLE_ROWS = [*_rows(0, [(0, 0), (9, 9)]), *_rows(5, [(50, 60), (59, 69)])]  # 2..4 compacted
+
+
+def test_offset_gap_in_the_syncs_topic_makes_translation_conservative(tmp_path: Path) -> None:
+    w = _checkpointer(tmp_path)
+    w.syncs_cleanup_policy = "compact"
+    w.feed(HOLE_ROWS)
+    w.snap.store.set_position("orders", 0, 70)
+    # the missing syncs could be e.g. (10, 11), (30, 31), (31, 40): exact for 20 is
+    # at most 21; the pairs alone say "gap" and would answer 60
+    got = w.snap.store.lookup("orders", 0, 20)
+    assert got is not None and got.offset == 10 and not got.exact
+    assert w.snap.store.translate("orders", 0, 50) == 60
+    assert w.stats.syncs_gaps == 1
+    assert w.snap.store.holes() == 1
+
+
+def test_gaps_across_micro_batches_and_corrupt_records(tmp_path: Path) -> None:
+    w = _checkpointer(tmp_path)
+    w.feed(_rows(0, [(0, 0), (9, 9)]))
+    w.feed([Row(2, error="junk")])  # a corrupt record still occupies its offset
+    w.feed(_rows(3, [(20, 21)]))
+    assert w.snap.store.holes() == 0
+    w.feed(_rows(5, [(30, 32)]))  # offset 4 missing: compacted or deleted
+    assert w.snap.store.holes() == 1
+
+
+def test_transactional_syncs_on_a_delete_topic_have_gaps_that_are_markers(
+    tmp_path: Path,
+) -> None:
+    w = _checkpointer(tmp_path, **{"A->B.offset-syncs.topic.location": "target"})
+    w.syncs_cleanup_policy = "delete"
+    w.feed(HOLE_ROWS)
+    assert w.snap.store.holes() == 0
+    w2 = _checkpointer(tmp_path / "c", **{"A->B.offset-syncs.topic.location": "target"})
+    w2.syncs_cleanup_policy = "compact,delete"  # markers and compaction look alike
+    w2.feed(HOLE_ROWS)
+    assert w2.snap.store.holes() == 1
+    w3 = _checkpointer(tmp_path / "u", **{"A->B.offset-syncs.topic.location": "target"})
+    w3.feed(HOLE_ROWS)  # policy unknown: conservative
+    assert w3.snap.store.holes() == 1
+
+
+def test_a_compacted_syncs_topic_is_detected_and_named_in_a_warning(tmp_path: Path) -> None:
+    w = _checkpointer(tmp_path)
+    w._source_admin = FakeAdmin(configs={SYNCS: {"cleanup.policy": "compact"}})  # type: ignore[assignment]
+    with capture_logs() as logs:
+        w._check_syncs_topic()
+    assert w.syncs_cleanup_policy == "compact"
+    warning = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warning) == 1
+    assert warning[0]["topic"] == SYNCS
+    assert "cleanup.policy=delete" in warning[0]["fix"]
+    w2 = _checkpointer(tmp_path / "d")
+    w2._source_admin = FakeAdmin(configs={SYNCS: {"cleanup.policy": "delete"}})  # type: ignore[assignment]
+    with capture_logs() as logs:
+        w2._check_syncs_topic()
+    assert w2.syncs_cleanup_policy == "delete"
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    w3 = _checkpointer(tmp_path / "m")
+    w3._check_syncs_topic()  # the topic does not exist yet: asked again later
+    assert w3.syncs_cleanup_policy is None
+
+
+def test_retention_past_the_snapshot_is_a_hole(tmp_path: Path) -> None:
+    w = _checkpointer(tmp_path, **{"A->B.offset-syncs.topic.location": "target"})
+    w.feed(_rows(0, [(0, 0), (9, 9)]))  # snapshot read up to offset 2
+    w._target_admin = FakeAdmin(  # type: ignore[assignment]
+        configs={"mm2-offset-syncs.A.internal": {"cleanup.policy": "delete"}},
+        log_starts={("mm2-offset-syncs.A.internal", 0): 40},
+    )
+    w._check_syncs_topic()
+    w.feed(_rows(40, [(500, 600)]))
+    assert w.snap.store.holes() == 1
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def test_inexact_translations_are_counted_and_reported(tmp_path: Path) -> None:
+    w = _checkpointer(tmp_path)
+    w.syncs_cleanup_policy = "compact"
+    w.feed(HOLE_ROWS)
+    w.snap.store.set_position("orders", 0, 70)
+    committed = {
+        "g1": {("orders", 0): GroupOffset(20)},  # inside the hole
+        "g2": {("orders", 0): GroupOffset(55)},  # exact
+    }
+    assert w._emit(committed) == 2
+    assert w.stats.inexact == 1
+    w._save()
+    w._save_report()
+    report = snapshot.load_report(w.dir / snapshot.REPORT_FILE_NAME, "A->B")
+    assert report is not None
+    assert report.inexact == {"g1": 1}
+    assert report.holes == 1 and report.syncs_gaps == 1
+    assert report.syncs_cleanup_policy == "compact"
+    assert report.syncs_topic == SYNCS
+    assert "inexact=1" in w.stats.summary() and "holes=1" in w.stats.summary()

@@ -1,0 +1,168 @@
+"""Property test: the store's translation against a brute-force model (hypothesis).
+
+A source partition with offset gaps (markers, aborted or compacted records) is
+mirrored in transactions (each a batch; the target has a commit marker, or a
+larger jump, between them); the mirror's syncs (run endpoints, the first of each
+transaction flagged) go to an offset-syncs topic with contiguous offsets, with a
+second partition's syncs interleaved. The topic may then be compacted (records
+removed, the newest per partition kept), read in micro-batches through
+``FlowCheckpointer.feed`` (which detects offset gaps), snapshotted and restored
+midway, and the mirror's last transaction may arrive from its commit metadata
+before the topic delivered the syncs before it.
+
+For every U the store answers for: never ahead of the exact offset; equal to it
+where the store says exact; and everywhere exact when nothing was compacted.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mm.checkpoint.emitter import FlowCheckpointer
+from mm.checkpoint.store import OffsetSyncStore
+from mm.config import build_config
+from mm.source.runs import RunTracker
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class Row:
+    offset: int
+    topic: str | None
+    partition: int | None
+    upstream: int | None
+    downstream: int | None
+    txn_first: bool | None
+    error: str | None = None
+    syncs_partition: int = 0
+
+
+@dataclass
+class Mirrored:
+    us: list[int] = field(default_factory=list)
+    ds: list[int] = field(default_factory=list)
+    # (upstream, downstream, first of its transaction), in write order
+    syncs: list[tuple[int, int, bool]] = field(default_factory=list)
+    last_txn: list[tuple[int, int]] = field(default_factory=list)
+
+    def exact(self, upstream: int) -> int:
+        i = bisect_left(self.us, upstream)
+        return self.ds[i] if i < len(self.ds) else self.ds[-1] + 1
+
+
+@st.composite
+def mirrored(draw: st.DrawFn) -> Mirrored:
+    offset = draw(st.integers(0, 5))
+    records: list[int] = []
+    for _ in range(draw(st.integers(1, 12))):
+        n = draw(st.integers(1, 6))
+        records.extend(range(offset, offset + n))
+        # a marker, an aborted transaction, a compacted stretch, or nothing
+        offset += n + draw(st.sampled_from([0, 0, 1, 1, 2, 3, 7]))
+    m = Mirrored()
+    d = draw(st.integers(0, 3))
+    i = 0
+    while i < len(records):
+        batch = records[i : i + draw(st.integers(1, 8))]
+        i += len(batch)
+        if m.us:
+            d += draw(st.sampled_from([1, 1, 1, 0, 2, 3]))  # commit marker, or none, or more
+        tracker = RunTracker()
+        for u in batch:
+            tracker.add(u)
+        pairs = tracker.syncs(d)
+        m.syncs += [(u, dd, k == 0) for k, (u, dd) in enumerate(pairs)]
+        m.last_txn = pairs
+        for u in batch:
+            m.us.append(u)
+            m.ds.append(d)
+            d += 1
+    return m
+
+
+def _checkpointer(tmp: Path) -> FlowCheckpointer:
+    cfg = build_config(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "a:9092",
+            "B.bootstrap.servers": "b:9092",
+            "A->B.enabled": "true",
+            "mm.state.dir": str(tmp),
+        }
+    )
+    return FlowCheckpointer(cfg, cfg.enabled_flows()[0])
+
+
+def _check(store: OffsetSyncStore, m: Mirrored, position: int, complete: bool) -> None:
+    for upstream in range(0, position + 2):
+        got = store.lookup("t", 0, upstream)
+        if got is None:
+            continue
+        exact = m.exact(upstream)
+        where = f"U={upstream} got={got} exact={exact} syncs={m.syncs}"
+        assert upstream <= position, where  # never ahead of the mirror
+        assert got.offset <= exact, where  # never ahead of the exact answer
+        if got.exact or complete:
+            assert got.offset == exact, where
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    m=mirrored(),
+    other=mirrored(),
+    data=st.data(),
+)
+def test_store_translation_never_ahead_and_exact_where_complete(
+    tmp_path: Path, m: Mirrored, other: Mirrored, data: st.DataObject
+) -> None:
+    # the offset-syncs topic: t[0]'s syncs with t[1]'s interleaved, contiguous offsets
+    mine = [("t", 0, s) for s in m.syncs]
+    theirs = [("t", 1, s) for s in other.syncs]
+    merged: list[tuple[str, int, tuple[int, int, bool]]] = []
+    while mine or theirs:
+        take_mine = bool(mine) and (not theirs or data.draw(st.booleans()))
+        merged.append((mine if take_mine else theirs).pop(0))
+    topic = [Row(o, t, p, u, d, f) for o, (t, p, (u, d, f)) in enumerate(merged)]
+
+    compacted = data.draw(st.booleans())
+    if compacted:
+        newest = {(r.topic, r.partition): r.offset for r in topic}
+        topic = [
+            r
+            for r in topic
+            if r.offset == newest[(r.topic, r.partition)] or data.draw(st.booleans())
+        ]
+
+    w = _checkpointer(tmp_path)
+    position = m.us[-1] + 1
+    w.snap.store.set_position("t", 0, position)
+    # the job reads a prefix first; the mirror's last transaction is known from its
+    # commit metadata meanwhile
+    cut = data.draw(st.integers(0, len(topic)))
+    for start in range(0, cut, 3):
+        w.feed(topic[start : min(start + 3, cut)])
+    w.snap.store.set_pending("t", 0, m.last_txn)
+    _check(w.snap.store, m, position, complete=False)
+
+    if data.draw(st.booleans()):  # restart from the snapshot
+        restored = _checkpointer(tmp_path)
+        restored.snap.store = OffsetSyncStore.from_json(
+            json.loads(json.dumps(w.snap.store.to_json()))
+        )
+        restored.snap.syncs_next = dict(w.snap.syncs_next)
+        w = restored
+        w.snap.store.set_pending("t", 0, m.last_txn)
+    w.feed(topic[cut:])
+    _check(w.snap.store, m, position, complete=not compacted)
