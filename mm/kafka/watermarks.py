@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, TopicPartition
 
@@ -39,6 +40,7 @@ def watermarks(
     consumer_conf: Mapping[str, str],
     partitions: Iterable[tuple[str, int]],
     timeout: float = 30.0,
+    consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) per partition, the end from a real fetch.
 
@@ -48,7 +50,7 @@ def watermarks(
     if not tps:
         return {}
     deadline = time.monotonic() + timeout
-    consumer = Consumer(probe_consumer_conf(consumer_conf))
+    consumer = consumer_factory(probe_consumer_conf(consumer_conf))
     try:
         listed: dict[tuple[str, int], tuple[int, int]] = {}
         for t, p in tps:

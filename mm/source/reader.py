@@ -145,6 +145,11 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if end > begin:
                 # bound one micro-batch so progress is reported and committed regularly
                 out[k] = min(end, begin + self._max_per_partition)
+            elif end < begin and k in start:
+                # the log end went backwards: the topic was deleted and recreated (or
+                # truncated). Planned on (see partitions), so the task that owns the
+                # partition checks its position against the new log and reports it.
+                out[k] = end
             else:
                 out.setdefault(k, begin)
         return out
@@ -156,7 +161,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             s = start.get(k)
             if s is None:
                 s = self._log_start(topic, p, k)
-            if e <= s:
+            if e == s:
                 continue
             mt = self._topics.get(topic)
             if mt is None:
@@ -164,7 +169,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 mt = self._topics.get(topic)
                 if mt is None:
                     continue  # no longer mirrored (filter changed or target topic failed)
-            specs.append(RangeSpec(topic, p, mt.target_topic, s, e, mt.max_record_bytes))
+            # e < s: the log end went backwards (see latestOffset); an empty range at
+            # the new end lets the task compare the mirror's position with it
+            specs.append(RangeSpec(topic, p, mt.target_topic, min(s, e), e, mt.max_record_bytes))
         return specs
 
     def _log_start(self, topic: str, partition: int, key: str) -> int:
@@ -183,7 +190,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- mirroring (executor) ----------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         from mm.logs import configure_logging, get_logger
-        from mm.source.task import RangeResult, RecordTooLargeError, mirror_range
+        from mm.source.task import PartitionStoppedError, RangeResult, mirror_range
 
         assert isinstance(partition, RangeSpec)
         configure_logging()
@@ -203,7 +210,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 transactions=result.transactions,
                 seconds=round(time.monotonic() - started, 3),
             )
-        except RecordTooLargeError as exc:
+        except PartitionStoppedError as exc:
             # stops this partition only; the driver reports it every batch until fixed
             log.error("partition stopped", error=str(exc))
             result = exc.result or RangeResult(

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
+from mm.errors import ConfigError
 from mm.source.plan import MirrorPlan, NameFilter
 from mm.source.spec import FlowRuntime
 from mm.source.topics import TopicMirrorPlanner
@@ -41,7 +42,21 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         transactional_id_prefix=f"mm.{flow.source}.{flow.target}",
         errors_tolerance=flow.errors_tolerance,
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
+        max_records_per_txn=_positive_int(cfg, "mirror.max.records.per.transaction", 200_000),
     )
+
+
+def _positive_int(cfg: MirrorConfig, key: str, default: int) -> int:
+    raw = cfg.mm.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"mm.{key}", raw, "a positive whole number") from None
+    if value <= 0:
+        raise ConfigError(f"mm.{key}", raw, "a positive whole number")
+    return value
 
 
 def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:

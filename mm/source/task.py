@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +49,11 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from mm_client.records import OffsetSync
+from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
 from mm.kafka.errors import wrap
+from mm.source.clients import DEFAULT_CLIENTS, MirrorClients
 from mm.source.runs import RunTracker
 from mm.source.spec import FlowRuntime, RangeSpec
 from mm.source.state import decode_state, encode_state
@@ -64,14 +65,23 @@ _SYNCS_WRITTEN: dict[tuple[str, str, int], str] = {}
 _SYNC_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 
 _CONSUME_BATCH = 5000
+# marks the sync of a transaction's first record (see mm_client.records)
+_TXN_FIRST: list[tuple[str, str | bytes | None]] = [(TXN_FIRST_HEADER, b"1")]
 
 
-class RecordTooLargeError(MirrorError):
-    """A record the target cannot take: the partition stops at it (nothing skipped)."""
+class PartitionStoppedError(MirrorError):
+    """This partition cannot go on (the others do); reported every batch until fixed.
+
+    Nothing was skipped: the partition's position stays where the error names.
+    """
 
     def __init__(self, message: str, result: RangeResult | None = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class RecordTooLargeError(PartitionStoppedError):
+    """A record the target cannot take: the partition stops at it (nothing skipped)."""
 
 
 @dataclass
@@ -166,11 +176,28 @@ def _consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
     return conf
 
 
-def read_state(rt: FlowRuntime, spec: RangeSpec, timeout: float = 30.0) -> tuple[int, str | None]:
-    """Committed (next source offset, metadata) for the range's target partition."""
-    consumer = Consumer(
-        _quick({**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False})
+def _state_consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
+    return _quick(
+        {
+            **rt.target_consumer,
+            "group.id": rt.state_group,
+            "enable.auto.commit": False,
+            # librdkafka asks the broker for stable offsets only under read_committed;
+            # under read_uncommitted a position committed by a transaction that is
+            # still completing can be read stale and that transaction mirrored twice
+            "isolation.level": "read_committed",
+        }
     )
+
+
+def read_state(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    timeout: float = 30.0,
+    clients: MirrorClients = DEFAULT_CLIENTS,
+) -> tuple[int, str | None]:
+    """Committed (next source offset, metadata) for the range's target partition."""
+    consumer = clients.consumer(_state_consumer_conf(rt))
     try:
         tp = consumer.committed([TopicPartition(spec.target_topic, spec.partition)], timeout)[0]
         if tp.error is not None:
@@ -196,8 +223,14 @@ class _SourceSyncWriter:
     creating one (connect, InitProducerId) costs a few hundred ms per task.
     """
 
-    def __init__(self, rt: FlowRuntime, spec: RangeSpec, key: tuple[str, str, int]) -> None:
-        self._rt, self._spec, self._key = rt, spec, key
+    def __init__(
+        self,
+        rt: FlowRuntime,
+        spec: RangeSpec,
+        key: tuple[str, str, int],
+        clients: MirrorClients = DEFAULT_CLIENTS,
+    ) -> None:
+        self._rt, self._spec, self._key, self._clients = rt, spec, key, clients
         self._batch: str | None = None  # newest batch whose syncs were produced
         self._errors: list[str] = []
         self._producer: Producer | None = None
@@ -208,9 +241,13 @@ class _SourceSyncWriter:
 
     def write(self, syncs: list[tuple[int, int]], batch_id: str) -> None:
         if self._producer is None:
-            self._producer = _sync_producer(self._rt)
+            factory = self._clients.sync_producer
+            if factory is None:
+                self._producer = _sync_producer(self._rt)
+            else:
+                self._producer = factory(_sync_producer_conf(self._rt))
         spec = self._spec
-        for u, d in syncs:
+        for i, (u, d) in enumerate(syncs):
             s = OffsetSync(spec.topic, spec.partition, u, d)
             while True:
                 try:
@@ -220,6 +257,7 @@ class _SourceSyncWriter:
                         s.key_bytes(),
                         partition=0,
                         on_delivery=self._on_delivery,
+                        headers=None if i else _TXN_FIRST,
                     )
                     break
                 except BufferError:
@@ -250,13 +288,15 @@ def _sync_producer_key(rt: FlowRuntime) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, str(v)) for k, v in rt.source_producer.items()))
 
 
+def _sync_producer_conf(rt: FlowRuntime) -> dict[str, Any]:
+    return _quick({**rt.source_producer, "enable.idempotence": True, "acks": "all"})
+
+
 def _sync_producer(rt: FlowRuntime) -> Producer:
     key = _sync_producer_key(rt)
     producer = _SYNC_PRODUCERS.get(key)
     if producer is None:
-        producer = Producer(
-            _quick({**rt.source_producer, "enable.idempotence": True, "acks": "all"})
-        )
+        producer = Producer(_sync_producer_conf(rt))
         _SYNC_PRODUCERS[key] = producer
     return producer
 
@@ -282,34 +322,51 @@ class _Delivery:
 
 
 def mirror_range(
-    rt: FlowRuntime, spec: RangeSpec, log: Callable[..., None] | None = None
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    log: Callable[..., None] | None = None,
+    clients: MirrorClients = DEFAULT_CLIENTS,
 ) -> RangeResult:
     """Mirror ``spec`` and return what happened. Raises on errors that stop the partition."""
+    from mm.source import position
+
     result = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
     key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
-    producer = Producer(_producer_conf(rt, spec))
-    syncs = None if rt.offset_syncs_on_target else _SourceSyncWriter(rt, spec, key)
-    consumer: Consumer | None = None
+    producer = clients.producer(_producer_conf(rt, spec))
+    syncs = None if rt.offset_syncs_on_target else _SourceSyncWriter(rt, spec, key, clients)
+    consumer: Any = None
     try:
         try:
             producer.init_transactions(60)
         except KafkaException as exc:
             raise wrap(exc, f"init transactions for {spec.target_topic}[{spec.partition}]") from exc
-        committed, metadata = read_state(rt, spec)
+        committed, metadata = read_state(rt, spec, clients=clients)
         state = decode_state(metadata)
         if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
             # the last committed transaction's syncs may not have reached the source
             syncs.write(state[1], state[0])
-        start = committed if committed >= 0 else spec.start
+        result.resumed_from = result.position = committed
+        if committed < 0:
+            # no position: a new partition, or the state was lost (never re-mirror blindly)
+            start = position.start_without_state(rt, spec, clients, log)
+            if start != spec.start:
+                # recovered: record it before anything else
+                _commit_position_only(producer, _group_metadata(rt, clients), spec, start)
+        else:
+            start = committed
+            if start > spec.end:
+                # behind the planner is normal (Spark's checkpoint was lost); past the
+                # source log end is not
+                position.check_not_past_source_end(rt, spec, committed, clients, result)
         result.resumed_from = start
         result.position = start
         if start >= spec.end:
             return result
-        consumer = Consumer(_consumer_conf(rt))
+        consumer = clients.consumer(_consumer_conf(rt))
         # metadata first: a fetch assigned before the leader is known waits ~0.5 s for it
         consumer.list_topics(spec.topic, timeout=30)
         consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
-        group_meta = Consumer(
+        group_meta = clients.consumer(
             _quick({**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False})
         )
         try:
@@ -333,6 +390,16 @@ def mirror_range(
         if syncs is not None:
             # also when the loop failed: what it committed gets its syncs
             syncs.flush()
+
+
+def _group_metadata(rt: FlowRuntime, clients: MirrorClients) -> Any:
+    meta = clients.consumer(
+        _quick({**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False})
+    )
+    try:
+        return meta.consumer_group_metadata()
+    finally:
+        meta.close()
 
 
 def _mirror_loop(
@@ -361,6 +428,12 @@ def _mirror_loop(
     done = False
     stop_error: str | None = None
     idle_since = time.monotonic()
+    # Fetched messages outlive the transaction that was filling when they came:
+    # a full transaction breaks out mid-batch and the next one continues with
+    # the rest of the same iterator (dropping them would lose committed records).
+    fetched: Iterator[Message] = iter(())
+    exhausted = True
+    committed_pos = start
 
     while not done:
         tracker = RunTracker()
@@ -375,19 +448,22 @@ def _mirror_loop(
         run_len = 0
         points = 0
         while not done and not full:
-            # short wait: consume() waits out its timeout even after the EOF event
-            msgs = consumer.consume(_CONSUME_BATCH, 0.02)
-            if not msgs:
-                if time.monotonic() - idle_since > rt.fetch_timeout_s:
-                    raise KafkaOperationError(
-                        f"no data from {topic}[{partition}] at offset {expected} for "
-                        f"{rt.fetch_timeout_s:.0f}s although the planner saw data up to {end}",
-                        code="_TIMED_OUT",
-                        retriable=True,
-                    )
-                continue
-            idle_since = time.monotonic()
-            for m in msgs:
+            if exhausted:
+                # short wait: consume() waits out its timeout even after the EOF event
+                msgs = consumer.consume(_CONSUME_BATCH, 0.02)
+                if not msgs:
+                    if time.monotonic() - idle_since > rt.fetch_timeout_s:
+                        raise KafkaOperationError(
+                            f"no data from {topic}[{partition}] at offset {expected} for "
+                            f"{rt.fetch_timeout_s:.0f}s although the planner saw data up to {end}",
+                            code="_TIMED_OUT",
+                            retriable=True,
+                        )
+                    continue
+                idle_since = time.monotonic()
+                fetched = iter(msgs)
+                exhausted = False
+            for m in fetched:
                 # Fast path, once per record: a data record inside the range that
                 # continues an open transaction and fits the target is produced with
                 # the fewest calls. Everything else (first record of a transaction,
@@ -418,7 +494,9 @@ def _mirror_loop(
                     if first_event:
                         first_event = False
                         if off > expected:
-                            _check_loss(consumer, topic, partition, expected, off, result, log)
+                            _check_loss(
+                                consumer, topic, partition, expected, min(off, end), result, log
+                            )
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
                             # end of what is readable now (log end or last stable offset)
@@ -504,12 +582,19 @@ def _mirror_loop(
                 if n >= max_records or points >= max_points:
                     full = True
                     break
+            else:
+                exhausted = True
             poll(0)
         if run_len:
             tracker.add_contiguous(run_start, run_len)
         if not in_txn:
-            if result.lost and expected > start:
-                # persist the jump over lost data so it is reported once
+            if expected > committed_pos:
+                # only a gap (markers, aborted or compacted records) or lost data
+                # since the last commit: record the position past it, so it equals
+                # the source end (an exactly-once source always ends with a marker)
+                # and a loss is reported once
+                if syncs is not None:
+                    syncs.flush()  # the metadata below no longer carries their syncs
                 _commit_position_only(producer, group_metadata, spec, expected)
             result.position = expected
             break
@@ -525,7 +610,7 @@ def _mirror_loop(
             syncs,
             txn_bytes,
         )
-        result.position = expected
+        result.position = committed_pos = expected
     if stop_error is not None:
         raise RecordTooLargeError(stop_error, result)
 
@@ -646,9 +731,15 @@ def _commit(
     batch_id = uuid.uuid4().hex[:12]
     try:
         if rt.offset_syncs_on_target:
-            for u, d in pairs:
+            for i, (u, d) in enumerate(pairs):
                 s = OffsetSync(spec.topic, spec.partition, u, d)
-                producer.produce(rt.offset_syncs_topic, s.value_bytes(), s.key_bytes(), 0)
+                producer.produce(
+                    rt.offset_syncs_topic,
+                    s.value_bytes(),
+                    s.key_bytes(),
+                    0,
+                    headers=None if i else _TXN_FIRST,
+                )
         producer.send_offsets_to_transaction(
             [
                 TopicPartition(

@@ -29,7 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from mm_client.errors import RecordDecodeError
-from mm_client.records import OffsetSync
+from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
 
 MIRROR_TIMEOUT = 300.0
@@ -475,7 +475,18 @@ def listed_end(bootstrap: str, topic: str, partition: int) -> int:
 # --- offset syncs ----------------------------------------------------------------------------
 
 
-def read_offset_syncs(bootstrap: str, topic: str) -> list[OffsetSync]:
+@dataclass(frozen=True)
+class ReadSync:
+    """An offset sync as read, with the mirror's "first of a transaction" header."""
+
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    txn_first: bool
+
+
+def read_offset_syncs(bootstrap: str, topic: str) -> list[ReadSync]:
     """Every offset sync in the (one-partition) offset-syncs ``topic``, decoded."""
     consumer = Consumer(
         {
@@ -486,7 +497,7 @@ def read_offset_syncs(bootstrap: str, topic: str) -> list[OffsetSync]:
             "isolation.level": "read_committed",
         }
     )
-    syncs: list[OffsetSync] = []
+    syncs: list[ReadSync] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + 60
@@ -498,23 +509,31 @@ def read_offset_syncs(bootstrap: str, topic: str) -> list[OffsetSync]:
                         return syncs
                     raise KafkaException(err)
                 try:
-                    syncs.append(OffsetSync.from_bytes(m.key(), m.value()))
+                    s = OffsetSync.from_bytes(m.key(), m.value())
                 except RecordDecodeError:
                     # the topic is shared by the session's tests; some write garbage
                     # on purpose (readers skip it, as these do)
                     continue
+                first = (TXN_FIRST_HEADER, b"1") in (m.headers() or [])
+                syncs.append(
+                    ReadSync(s.topic, s.partition, s.upstream_offset, s.downstream_offset, first)
+                )
         raise AssertionError(f"no end of {topic} within 60s")
     finally:
         consumer.close()
 
 
-def sync_tables(syncs: Iterable[OffsetSync], topic: str) -> dict[int, tuple[list[int], list[int]]]:
-    """Per partition of source ``topic``: (upstreams, downstreams), upstream-sorted.
+def sync_tables(
+    syncs: Iterable[ReadSync], topic: str
+) -> dict[int, tuple[list[int], list[int], list[bool]]]:
+    """Per partition of source ``topic``: (upstreams, downstreams, first of a
+    transaction), upstream-sorted.
 
     Duplicate syncs (a sync re-written after a restart) collapse; two different
     downstream offsets for one upstream offset are an error.
     """
     pairs: dict[int, dict[int, int]] = {}
+    firsts: dict[int, set[int]] = {}
     for s in syncs:
         if s.topic != topic:
             continue
@@ -524,15 +543,18 @@ def sync_tables(syncs: Iterable[OffsetSync], topic: str) -> dict[int, tuple[list
             f"{topic}[{s.partition}]: upstream {s.upstream_offset} synced to both "
             f"{prev} and {s.downstream_offset}"
         )
+        if s.txn_first:
+            firsts.setdefault(s.partition, set()).add(s.upstream_offset)
     out = {}
     for p, m in pairs.items():
         ups = sorted(m)
-        out[p] = (ups, [m[u] for u in ups])
+        first = firsts.get(p, set())
+        out[p] = (ups, [m[u] for u in ups], [u in first for u in ups])
     return out
 
 
 def assert_translation_exact(
-    syncs: Iterable[OffsetSync],
+    syncs: Iterable[ReadSync],
     topic: str,
     source: dict[int, list[Rec]],
     target: dict[int, list[Rec]],
@@ -551,23 +573,23 @@ def assert_translation_exact(
         if not src:
             continue
         assert p in tables, f"no offset syncs for {topic}[{p}]"
-        ups, downs = tables[p]
+        ups, downs, first = tables[p]
         wrong = []
         for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-            got = translate_offset(ups, downs, s.offset)
+            got = translate_offset(ups, downs, s.offset, first)
             if got != t.offset:
                 wrong.append((s.offset, t.offset, got))
             checked += 1
             # an offset inside a source gap (marker, aborted record) before s
             if i > 0 and s.offset - src[i - 1].offset > 1:
                 gap = s.offset - 1
-                got = translate_offset(ups, downs, gap)
+                got = translate_offset(ups, downs, gap, first)
                 if got != t.offset:
                     wrong.append((gap, t.offset, got))
                 checked += 1
         # past the last mirrored record: one past its target offset
         after = src[-1].offset + 1
-        got = translate_offset(ups, downs, after)
+        got = translate_offset(ups, downs, after, first)
         if got != tgt[-1].offset + 1:
             wrong.append((after, tgt[-1].offset + 1, got))
         checked += 1

@@ -1,0 +1,264 @@
+"""Where a mirror task starts when its committed position cannot be taken as is.
+
+The mirror's position (next source offset per target partition) lives in the
+flow's state group on the target. Two cases must never be guessed:
+
+* **No position, but the target partition holds data.** The state was lost: a
+  new state directory *and* a state group without offsets (Apache Kafka expires
+  a member-less group's offsets after ``offsets.retention.minutes``). Starting
+  from the source log start would mirror everything again. The offset syncs and
+  the target's own log are a recovery record: the newest sync ``(u, d)`` of the
+  partition names a source record and its copy; every committed target record
+  after ``d`` must then equal, in order, the committed source records after
+  ``u`` (the last transaction's syncs may not have been written). When they do,
+  the position is one past the last of them (:func:`recovered_position`);
+  otherwise the partition is refused, the target untouched, with the way out.
+* **A position past the source log end.** The topic was deleted and recreated
+  (or truncated) on the source; falling back to the log start would append the
+  new topic to the old one's copy. The partition is refused.
+
+Record contents are compared by key, value and headers (not timestamps: a
+target topic may use LogAppendTime).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from mm_client.errors import RecordDecodeError
+from mm_client.records import OffsetSync
+
+from mm.errors import KafkaOperationError
+from mm.kafka.errors import wrap
+from mm.kafka.watermarks import watermarks
+from mm.source.clients import MirrorClients
+from mm.source.spec import FlowRuntime, RangeSpec
+
+# more committed target records after the newest sync than this are not compared
+# (one transaction's worth is expected: only the last transaction's syncs can be missing)
+MAX_RECOVERY_RECORDS = 1_000_000
+_READ_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+    def content(self) -> tuple[Any, ...]:
+        return (self.key, self.value, self.headers)
+
+
+def recovered_position(
+    sync: tuple[int, int] | None,
+    source: Sequence[LogRecord],
+    target: Sequence[LogRecord],
+) -> int | str:
+    """The next source offset to mirror, or why it cannot be proven (pure).
+
+    ``sync`` is the partition's newest offset sync (upstream, downstream);
+    ``source`` the committed source records from ``upstream`` on, ``target`` the
+    committed target records from ``downstream`` on (both in offset order).
+    """
+    if sync is None:
+        return "no offset sync names a mirrored record of this partition"
+    u, d = sync
+    if not target or target[0].offset != d:
+        return f"the newest offset sync ({u} -> {d}) names target offset {d}, which holds no record"
+    if not source or source[0].offset != u:
+        return (
+            f"the newest offset sync ({u} -> {d}) names source offset {u}, which holds no record "
+            "any more (deleted by retention?)"
+        )
+    if len(target) > len(source):
+        return (
+            f"the target holds {len(target) - 1} records after offset {d} but the source only "
+            f"{len(source) - 1} after offset {u}"
+        )
+    for t, s in zip(target, source, strict=False):
+        if t.content() != s.content():
+            return (
+                f"target record at offset {t.offset} differs from source record at offset "
+                f"{s.offset}, which it should be a copy of"
+            )
+    return source[len(target) - 1].offset + 1
+
+
+def start_without_state(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    clients: MirrorClients,
+    log: Callable[..., None] | None = None,
+) -> int:
+    """The start of a range whose target partition has no committed position."""
+    from mm.source.task import PartitionStoppedError
+
+    target_tp = TopicPartition(spec.target_topic, spec.partition)
+    probe = clients.consumer(_read_conf(rt.target_consumer, rt.state_group))
+    try:
+        try:
+            _, high = probe.get_watermark_offsets(target_tp, timeout=30)
+        except KafkaException as exc:
+            raise wrap(exc, f"end offset of {spec.target_topic}[{spec.partition}]") from exc
+    finally:
+        probe.close()
+    if high <= 0:
+        return spec.start  # nothing was ever written there: a new partition
+    sync = newest_sync(rt, spec, clients)
+    target: list[LogRecord] = []
+    source: list[LogRecord] = []
+    if sync is not None:
+        target = read_records(
+            clients, rt.target_consumer, rt.state_group, spec.target_topic, spec.partition, sync[1]
+        )
+        if len(target) <= MAX_RECOVERY_RECORDS:
+            source = read_records(
+                clients,
+                rt.source_consumer,
+                rt.state_group,
+                spec.topic,
+                spec.partition,
+                sync[0],
+                limit=len(target),
+            )
+    verdict = recovered_position(sync, source, target)
+    if isinstance(verdict, int):
+        if log is not None:
+            log(
+                "mirror position recovered from the offset syncs and the target log",
+                target_topic=spec.target_topic,
+                position=verdict,
+                sync=list(sync) if sync else None,
+                records_after_sync=max(0, len(target) - 1),
+            )
+        return verdict
+    raise PartitionStoppedError(
+        f"the mirror's position for {spec.target_topic}[{spec.partition}] is gone (no offset "
+        f"committed in group {rt.state_group} on {rt.target}: its state was lost, or Apache "
+        f"Kafka expired it after offsets.retention.minutes) and the target partition already "
+        f"holds records, so mirroring from the source start would duplicate them. It could "
+        f"not be recovered: {verdict}. Nothing was written to "
+        f"{spec.target_topic}[{spec.partition}]. "
+        f"Way out: commit the next source offset to mirror for {spec.target_topic} partition "
+        f"{spec.partition} in group {rt.state_group} on {rt.target} (e.g. kafka-consumer-groups.sh "
+        f"--group {rt.state_group} --reset-offsets --topic {spec.target_topic}:{spec.partition} "
+        f"--to-offset N --execute), or delete topic {spec.target_topic} on {rt.target} to mirror "
+        f"{spec.topic} again from its start."
+    )
+
+
+def check_not_past_source_end(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    committed: int,
+    clients: MirrorClients,
+    result: Any,
+) -> None:
+    """Refuse the partition when the committed position is past the source log end."""
+    from mm.source.task import PartitionStoppedError
+
+    key = (spec.topic, spec.partition)
+    _, end = watermarks(rt.source_consumer, [key], consumer_factory=clients.consumer)[key]
+    if committed <= end:
+        return
+    raise PartitionStoppedError(
+        f"the mirror's position {committed} for {spec.topic}[{spec.partition}] is past the "
+        f"source log end {end}: the topic was deleted and recreated (or truncated) on "
+        f"{rt.source}, and {spec.target_topic}[{spec.partition}] on {rt.target} holds the old "
+        f"topic's records. Nothing is mirrored for this partition. To mirror the new topic from "
+        f"its start, delete topic {spec.target_topic} on {rt.target} and the mirror's position "
+        f"for it (kafka-consumer-groups.sh --group {rt.state_group} --topic {spec.target_topic} "
+        "--delete-offsets), then run the mirror again.",
+        result,
+    )
+
+
+def _read_conf(base: dict[str, Any], group: str) -> dict[str, Any]:
+    return {
+        **base,
+        "group.id": group,  # never joins or commits: assign() only
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    }
+
+
+def newest_sync(rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients) -> tuple[int, int] | None:
+    """The newest (upstream, downstream) offset sync of the range's partition, if any."""
+    base = rt.target_consumer if rt.offset_syncs_on_target else rt.source_consumer
+    newest: tuple[int, int] | None = None
+    for m in _read(clients, base, rt.state_group, rt.offset_syncs_topic, 0, OFFSET_BEGINNING):
+        try:
+            s = OffsetSync.from_bytes(m.key(), m.value())
+        except RecordDecodeError:
+            continue  # not ours to judge here; the checkpoint job counts and reports them
+        if s.topic == spec.topic and s.partition == spec.partition:
+            newest = (s.upstream_offset, s.downstream_offset)
+    return newest
+
+
+def read_records(
+    clients: MirrorClients,
+    base: dict[str, Any],
+    group: str,
+    topic: str,
+    partition: int,
+    start: int,
+    limit: int = MAX_RECOVERY_RECORDS + 1,
+) -> list[LogRecord]:
+    """Committed records of ``topic[partition]`` from ``start`` to the end (at most ``limit``)."""
+    out: list[LogRecord] = []
+    with closing(_read(clients, base, group, topic, partition, start)) as messages:
+        for m in messages:
+            headers = tuple((k, v) for k, v in (m.headers() or []))
+            out.append(LogRecord(m.offset(), m.key(), m.value(), headers))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _read(
+    clients: MirrorClients,
+    base: dict[str, Any],
+    group: str,
+    topic: str,
+    partition: int,
+    start: int,
+) -> Generator[Any, None, None]:
+    consumer = clients.consumer(_read_conf(base, group))
+    where = f"{topic}[{partition}]"
+    try:
+        try:
+            consumer.assign([TopicPartition(topic, partition, start)])
+        except KafkaException as exc:
+            raise wrap(exc, f"read {where}") from exc
+        deadline = time.monotonic() + _READ_TIMEOUT_S
+        while True:
+            msgs = consumer.consume(1000, 0.1)
+            if not msgs and time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"no end of {where} reached within {_READ_TIMEOUT_S:.0f}s",
+                    code="_TIMED_OUT",
+                    retriable=True,
+                )
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        return  # start is past the end (or gone): nothing to read there
+                    raise wrap(KafkaException(err), f"read {where}")
+                deadline = time.monotonic() + _READ_TIMEOUT_S
+                yield m
+    finally:
+        consumer.close()

@@ -1,0 +1,213 @@
+"""The mirror on logs shaped like users' data, on real brokers with real Spark.
+
+* a source written by an exactly-once application (a commit marker after every
+  one or two records), where the mirror once kept 106 of 440 records;
+* a backlog far above the per-transaction record limit;
+* lost mirror state (a fresh state directory and a state group without
+  offsets): the position is recovered exactly from the offset syncs and the
+  target's log, or, when they cannot prove it, the partition is refused and the
+  target left untouched, never mirrored twice;
+* a source topic deleted and recreated under a running mirror's position.
+
+The target is judged as Apache Kafka's read_committed consumers would see it
+(raw log and transaction markers, tests/support/eos.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.support.eos import committed_view, read_log
+from tests.support.mirror import (
+    assert_same_records,
+    assert_translation_exact,
+    create_topic,
+    mirror_properties,
+    read_offset_syncs,
+    read_topic,
+    run_mirror_once,
+)
+
+pytestmark = pytest.mark.integration
+
+STATE_GROUP = "__mm.mirror.A.B"
+SYNCS_TOPIC = "mm2-offset-syncs.B.internal"
+
+
+def produce_exactly_once_app(bootstrap: str, topic: str, partitions: int, txns: int) -> int:
+    """What a Kafka Streams / Flink exactly-once app with frequent commits leaves: one
+    transaction per one or two records. Returns the number of records."""
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"eos-app-{uuid.uuid4().hex[:8]}",
+            "linger.ms": 0,
+        }
+    )
+    p.init_transactions(30)
+    n = 0
+    for i in range(txns):
+        part = i % partitions
+        p.begin_transaction()
+        for j in range(2 if i % 10 == 0 else 1):
+            p.produce(topic, f"v{i}.{j}".encode(), f"k{i % 7}".encode(), part)
+            n += 1
+        p.commit_transaction(30)
+    return n
+
+
+def produce_plain(bootstrap: str, topic: str, partitions: int, count: int, tag: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, f"{tag}-{i}".encode() * 3, f"{tag}{i}".encode(), i % partitions)
+    assert p.flush(30) == 0
+
+
+def committed_records(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Any]]:
+    """Per partition (key, value) of the committed records, as Apache Kafka serves them."""
+    out = {}
+    for p in range(partitions):
+        view = committed_view(read_log(bootstrap, topic, p))
+        out[p] = [(r[1], r[2]) for r in view.records]
+    return out
+
+
+def config(tmp_path: Path, a: Any, b: Any, topic: str, **extra: str) -> Path:
+    return mirror_properties(
+        tmp_path / "mm.properties",
+        a.bootstrap_servers,
+        b.bootstrap_servers,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra=extra,
+    )
+
+
+def assert_exact_copy(a: Any, b: Any, topic: str, partitions: int) -> None:
+    source = read_topic(a.bootstrap_servers, topic, partitions)
+    target = read_topic(b.bootstrap_servers, f"A.{topic}", partitions)
+    assert_same_records(source, target)
+    # the consumer's view and Kafka's read_committed rule agree on the target
+    raw = committed_records(b.bootstrap_servers, f"A.{topic}", partitions)
+    assert raw == {p: [(r.key, r.value) for r in recs] for p, recs in source.items()}
+    syncs = read_offset_syncs(a.bootstrap_servers, SYNCS_TOPIC)
+    assert assert_translation_exact(syncs, topic, source, target) > 0
+
+
+def test_source_written_by_an_exactly_once_app(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    topic = unique_topic("eosapp")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produced = produce_exactly_once_app(cluster_a.bootstrap_servers, topic, 2, 400)
+    assert produced == 440
+    run = run_mirror_once(config(tmp_path, cluster_a, cluster_b, topic))
+    assert run.returncode == 0, run.describe()
+    target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
+    assert sum(len(v) for v in target.values()) == 440, run.describe()
+    assert_exact_copy(cluster_a, cluster_b, topic, 2)
+
+
+def test_backlog_larger_than_the_transaction_limit(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    topic = unique_topic("backlog")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 3000, "b")
+    # and a stretch of tiny transactions, so the sync-point limit is hit too
+    produce_exactly_once_app(cluster_a.bootstrap_servers, topic, 2, 120)
+    cfg = config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
+        topic,
+        **{"mm.mirror.max.records.per.transaction": "70"},
+    )
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    assert_exact_copy(cluster_a, cluster_b, topic, 2)
+
+
+def _lose_state(tmp_path: Path, b: Any) -> None:
+    """A new container without its volume, and the state group's offsets expired."""
+    import shutil
+
+    shutil.rmtree(tmp_path / "state")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+    admin.delete_consumer_groups([STATE_GROUP], request_timeout=30)[STATE_GROUP].result(30)
+
+
+def test_lost_state_is_recovered_exactly(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    topic = unique_topic("lost")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 3000, "first")
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    _lose_state(tmp_path, cluster_b)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 400, "second")
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    recovered = run.events("mirror position recovered from the offset syncs and the target log")
+    assert len(recovered) == 2, run.describe()
+    target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
+    assert sum(len(v) for v in target.values()) == 3400, "duplicates or loss after lost state"
+    assert_exact_copy(cluster_a, cluster_b, topic, 2)
+
+
+def test_lost_state_without_a_recovery_record_is_refused(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The offset syncs name nothing of this partition (here: they were written to a
+    topic that is gone with its cluster's data): refused, target untouched."""
+    topic = unique_topic("refused")
+    create_topic(cluster_a.bootstrap_servers, topic, 1)
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, 500, "first")
+    syncs_here = {"A->B.offset-syncs.topic.location": "target"}
+    cfg = config(tmp_path, cluster_a, cluster_b, topic, **syncs_here)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    _lose_state(tmp_path, cluster_b)
+    # the flow now keeps its offset syncs on the source, where none names this partition
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, 50, "second")
+    before = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 1, run.describe()
+    assert f"stopped: {topic}[0]: the mirror's position for A.{topic}[0] is gone" in run.stdout
+    assert "Nothing was written" in run.stdout and "--reset-offsets" in run.stdout
+    after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
+    assert after == before and len(after[0]) == 500
+
+
+def test_source_topic_recreated_under_the_mirror(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    topic = unique_topic("recreated")
+    create_topic(cluster_a.bootstrap_servers, topic, 1)
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, 60, "old")
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    admin = AdminClient({"bootstrap.servers": cluster_a.bootstrap_servers})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    create_topic(cluster_a.bootstrap_servers, topic, 1)
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, 5, "new")
+    run = run_mirror_once(cfg)
+    assert run.returncode == 1, run.describe()
+    assert "past the source log end 5" in run.stdout, run.describe()
+    assert "deleted and recreated" in run.stdout
+    target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
+    assert len(target[0]) == 60 and all(v.startswith(b"old") for _, v in target[0])
