@@ -42,6 +42,12 @@ COMMANDS: list[tuple[str, str, str]] = [
         "mm.commands.status",
         "replication latency, record lag, checkpoint age and truncation per flow; alerts",
     ),
+    (
+        "verify",
+        "mm.commands.verify",
+        "prove a mirror complete and exact: records, position, offset syncs, translations, "
+        "checkpoints",
+    ),
 ]
 
 DEFAULT_STATE_DIR_HELP = "./mm-state"

@@ -181,7 +181,7 @@ def _assert_exactly_once(
             (b"k-" + record_value(p, i), record_value(p, i)) for i in range(producer.produced[p])
         ]
         assert source == produced, f"source {topic}[{p}] is not what was produced"
-        target = [(k, v) for _, k, v in views[p].records]
+        target = [(r.key, r.value) for r in views[p].records]
         if target != source:
             problems.append(_difference(p, source, target))
         consumer_view = _source_view(cluster_b.bootstrap_servers, target_topic, p)

@@ -1,0 +1,183 @@
+"""What `mm verify` reads on the driver: topics and leaders, log bounds, the mirror's
+position, offset syncs and checkpoints. Record payloads are read in Spark tasks
+(:mod:`mm.verify.spark`), never here (except the two records of a first content
+difference, to name the fields that differ).
+
+Log ends are the high watermark of a real fetch (:func:`mm.kafka.watermarks.watermarks`,
+right on Apache Kafka and on Tansu), read_committed: the last stable offset,
+where the mirror itself stops. The offset syncs are read raw with Kafka's
+read_committed rule applied (:mod:`mm.kafka.rawlog`): with
+``offset-syncs.topic.location=target`` they are written in the mirror's
+transactions, and Tansu serves aborted ones to consumers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from mm_client.errors import RecordDecodeError
+from mm_client.records import TXN_FIRST_HEADER, OffsetSync
+
+from mm.config import ClusterConfig
+from mm.errors import ConfigError, KafkaOperationError
+from mm.kafka.errors import wrap
+from mm.kafka.rawlog import Connection, LogRecord, RawLogError, ScanStats, scan_committed
+from mm.kafka.watermarks import watermarks
+from mm.verify.compare import CheckpointIn, Sync
+
+Key = tuple[str, int]
+
+
+def require_plaintext(cluster: ClusterConfig) -> None:
+    """The raw log reader speaks plain TCP: refuse TLS/SASL clusters up front."""
+    protocol = str(cluster.librdkafka("consumer").get("security.protocol", "PLAINTEXT"))
+    if protocol.upper() != "PLAINTEXT":
+        raise ConfigError(
+            f"{cluster.alias}.security.protocol",
+            protocol,
+            "PLAINTEXT: mm verify reads logs with its own Fetch requests, which do not "
+            "support TLS or SASL yet",
+        )
+
+
+@dataclass
+class ClusterMeta:
+    """Partition counts and partition leaders (``host:port``) of a cluster's topics."""
+
+    partitions: dict[str, int]
+    leaders: dict[Key, str]
+
+    def leader(self, topic: str, partition: int, where: str) -> str:
+        try:
+            return self.leaders[(topic, partition)]
+        except KeyError:
+            raise KafkaOperationError(
+                f"{topic}[{partition}] on {where} has no leader (offline partition?)"
+            ) from None
+
+
+def cluster_meta(admin_conf: Mapping[str, Any], where: str, timeout: float) -> ClusterMeta:
+    admin = AdminClient(dict(admin_conf))
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise wrap(exc, f"list topics on {where}") from exc
+    brokers = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+    partitions: dict[str, int] = {}
+    leaders: dict[Key, str] = {}
+    for name, t in md.topics.items():
+        if t.error is not None:
+            continue
+        partitions[name] = len(t.partitions)
+        for p, pm in t.partitions.items():
+            if pm.leader in brokers:
+                leaders[(name, p)] = brokers[pm.leader]
+    return ClusterMeta(partitions, leaders)
+
+
+def log_bounds(
+    consumer_conf: Mapping[str, Any], keys: Iterable[Key], timeout: float
+) -> dict[Key, tuple[int, int]]:
+    """(log start, read_committed end) per partition."""
+    return watermarks({k: str(v) for k, v in consumer_conf.items()}, list(keys), timeout)
+
+
+@dataclass
+class SyncRead:
+    syncs: dict[Key, list[Sync]] = field(default_factory=dict)
+    records: int = 0
+    undecodable: int = 0
+    exists: bool = True
+
+
+def read_syncs(
+    address: str | None, topic: str, topics: set[str], timeout: float, page_bytes: int
+) -> SyncRead:
+    """The offset syncs of ``topics`` in the one-partition ``topic`` (read_committed rule).
+
+    ``address``: the leader of ``topic``'s partition 0, None when the topic does not exist.
+    """
+    out = SyncRead()
+    if address is None:
+        out.exists = False
+        return out
+    stats = ScanStats()
+    with Connection(address, timeout, client_id="mm-verify") as conn:
+        # the end is unknown up front: scan to the high watermark (no record is past it)
+        for r in scan_committed(
+            conn, topic, 0, 0, 1 << 62, stats, page_bytes=page_bytes, timeout=timeout
+        ):
+            out.records += 1
+            try:
+                s = OffsetSync.from_bytes(r.key, r.value)
+            except RecordDecodeError:
+                out.undecodable += 1
+                continue
+            if s.topic not in topics:
+                continue
+            first = any(k == TXN_FIRST_HEADER and v == b"1" for k, v in r.headers)
+            out.syncs.setdefault((s.topic, s.partition), []).append(
+                Sync(s.upstream_offset, s.downstream_offset, first)
+            )
+    return out
+
+
+def mirror_positions(
+    admin_conf: Mapping[str, Any], group: str, where: str, timeout: float
+) -> dict[Key, int]:
+    """The state group's committed offsets (next source offset to mirror) per target
+    partition; {} when the group has none."""
+    from mm.status.reads import group_offsets
+
+    return group_offsets(admin_conf, [group], where, timeout).get(group, {})
+
+
+@dataclass
+class CheckpointRead:
+    # target (topic, partition) -> checkpoints of every group there
+    checkpoints: dict[Key, list[CheckpointIn]] = field(default_factory=dict)
+    topic: str = ""
+    missing: bool = False
+    skipped: int = 0
+
+
+def read_all_checkpoints(
+    consumer_conf: Mapping[str, Any], source_alias: str, policy: Any, timeout: float
+) -> CheckpointRead:
+    """Every group's newest checkpoints, as the failover client reads them."""
+    from mm_client import read_checkpoints
+    from mm_client.cluster_errors import CheckpointsUnavailableError
+
+    try:
+        snap = read_checkpoints(
+            consumer_conf, source_alias, ".*", timeout, replication_policy=policy
+        )
+    except CheckpointsUnavailableError as exc:
+        if exc.reason == "missing":
+            return CheckpointRead(topic=exc.topic, missing=True)
+        raise
+    out = CheckpointRead(topic=snap.topic, skipped=snap.skipped)
+    for group in snap.groups:
+        for tp, cp in snap.checkpoints(group).items():
+            out.checkpoints.setdefault((tp.topic, tp.partition), []).append(
+                CheckpointIn(group, cp.upstream_offset, cp.downstream_offset)
+            )
+    return out
+
+
+def read_record(
+    address: str, topic: str, partition: int, offset: int, timeout: float
+) -> LogRecord | None:
+    """The committed record at ``offset``, or None (to name the fields that differ)."""
+    stats = ScanStats()
+    try:
+        with Connection(address, timeout, client_id="mm-verify") as conn:
+            for r in scan_committed(conn, topic, partition, offset, offset + 1, stats):
+                return r
+    except (RawLogError, OSError):
+        return None
+    return None
