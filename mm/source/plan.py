@@ -46,6 +46,10 @@ class MirrorPlan:
     topics: dict[str, Any] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     refreshed_at: float = 0.0
+    # idle partitions' positions are committed again this often (mm.source.keepalive),
+    # counting across runs in this file ("" = in memory only)
+    position_refresh_seconds: float = 86_400.0
+    position_refresh_file: str = ""
 
     def fresh_topics(self, now: float) -> bool:
         """Whether the driver's refresh is recent enough to stand for the source's."""

@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from mm.source.keepalive import REFRESH_PREFIX, RefreshClock
 from mm.source.spec import MIRROR_RESULT_SCHEMA, FlowRuntime, RangeSpec
 
 OPTION_PLAN = "mm.secret.plan"
@@ -69,6 +70,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._topics: dict[str, Any] = {}
         self._target_offsets: dict[str, int] | None = None
         self._log_starts: dict[str, int] = {}
+        self._clock: RefreshClock | None = None
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -132,6 +134,14 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def _refresh_clock(self) -> RefreshClock:
+        if self._clock is None:
+            plan = self._plan
+            self._clock = RefreshClock.load(
+                plan.position_refresh_seconds, plan.position_refresh_file
+            )
+        return self._clock
+
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadAllAvailable()
 
@@ -152,16 +162,32 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 out[k] = end
             else:
                 out.setdefault(k, begin)
+        # idle partitions whose position is due to be committed again (a new count
+        # makes Spark run a batch even when no partition has new data)
+        clock = self._refresh_clock()
+        clock.reload()
+        idle = [k for k in ends if k in start and out[k] == start[k]]
+        for k in clock.due(idle, time.time()):
+            rk = REFRESH_PREFIX + k
+            out[rk] = int(start.get(rk, 0)) + 1
         return out
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         specs: list[InputPartition] = []
+        refresh = {
+            k[len(REFRESH_PREFIX) :]
+            for k, n in end.items()
+            if k.startswith(REFRESH_PREFIX) and n != start.get(k, 0)
+        }
+        planned: list[str] = []
         for k, e in sorted(end.items()):
+            if k.startswith(REFRESH_PREFIX):
+                continue
             topic, p = _split(k)
             s = start.get(k)
             if s is None:
                 s = self._log_start(topic, p, k)
-            if e == s:
+            if e == s and k not in refresh:
                 continue
             mt = self._topics.get(topic)
             if mt is None:
@@ -171,7 +197,15 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     continue  # no longer mirrored (filter changed or target topic failed)
             # e < s: the log end went backwards (see latestOffset); an empty range at
             # the new end lets the task compare the mirror's position with it
-            specs.append(RangeSpec(topic, p, mt.target_topic, min(s, e), e, mt.max_record_bytes))
+            extra = {"refresh": True} if e == s else {}
+            specs.append(
+                RangeSpec(topic, p, mt.target_topic, min(s, e), e, mt.max_record_bytes, extra)
+            )
+            planned.append(k)
+        if planned:
+            clock = self._refresh_clock()
+            clock.planned(planned, time.time())
+            clock.save()
         return specs
 
     def _log_start(self, topic: str, partition: int, key: str) -> int:

@@ -4,6 +4,7 @@ configuration (driver side)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
@@ -88,4 +89,10 @@ def mirror_plan(
         topics=dict(planner.known) if planner is not None else {},
         failed=dict(planner.failed) if planner is not None else {},
         refreshed_at=time.time(),
+        position_refresh_seconds=float(
+            _positive_int(cfg, "mirror.position.refresh.interval.seconds", 86_400)
+        ),
+        position_refresh_file=str(
+            Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.refreshed.json"
+        ),
     )

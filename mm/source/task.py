@@ -360,6 +360,14 @@ def mirror_range(
                 position.check_not_past_source_end(rt, spec, committed, clients, result)
         result.resumed_from = start
         result.position = start
+        if spec.extra.get("refresh") and committed >= 0:
+            # an idle partition: commit the same position and metadata again, so
+            # the broker does not expire them (mm.source.keepalive)
+            _commit_position_only(
+                producer, _group_metadata(rt, clients), spec, committed, metadata or ""
+            )
+            if log is not None:
+                log("mirror position refreshed", target_topic=spec.target_topic, position=committed)
         if start >= spec.end:
             return result
         consumer = clients.consumer(_consumer_conf(rt))
@@ -662,12 +670,12 @@ def _dead_letter(
 
 
 def _commit_position_only(
-    producer: Producer, group_metadata: Any, spec: RangeSpec, position: int
+    producer: Producer, group_metadata: Any, spec: RangeSpec, position: int, metadata: str = ""
 ) -> None:
     try:
         producer.begin_transaction()
         producer.send_offsets_to_transaction(
-            [TopicPartition(spec.target_topic, spec.partition, position, metadata="")],
+            [TopicPartition(spec.target_topic, spec.partition, position, metadata=metadata)],
             group_metadata,
             60,
         )

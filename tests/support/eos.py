@@ -1,23 +1,7 @@
-"""Helpers for the exactly-once mirror tests: a raw log reader, a background
-producer with offset gaps, and whole-run process control (kill -9, leftovers).
-
-Why a raw log reader
---------------------
-A ``read_committed`` consumer relies on the broker to list the aborted
-transactions of each fetched range (FetchResponse ``aborted_transactions``).
-Tansu 0.6.0 never lists them: records of an aborted transaction that reached
-the broker before the abort (an explicit abort after a flush, or the implicit
-abort when ``init_transactions`` fences a killed producer) are served to
-``read_committed`` consumers as if committed. Measured:
-
-    begin; produce x; flush; abort  ->  read_committed still returns x
-
-So on Tansu the target seen through a consumer shows every record of every
-transaction a killed mirror left open. :func:`read_log` fetches the partition
-``read_uncommitted`` with its control batches (transaction markers) and
-:func:`committed_view` applies Kafka's read_committed rule itself: a
-transactional batch is visible when the next marker of its producer id is a
-COMMIT. That is the target as Apache Kafka would serve it, on any broker.
+"""Helpers for the exactly-once mirror tests: the raw log reader (from
+:mod:`mm.kafka.rawlog`, which says why a consumer's view of a Tansu target
+cannot be trusted after a crash), a background producer with offset gaps, and
+whole-run process control (kill -9, leftovers).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ They are deliberately strict: a call the real client would reject raises.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 
 from mm.source.clients import MirrorClients
+from mm.source.spec import FlowRuntime
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -85,6 +87,8 @@ class FakeCluster:
     buffer_full_every: int = 0
     _produce_calls: int = 0
     sync_headers: list[tuple[int, Headers]] = field(default_factory=list)
+    # every committed offset, in commit order: (group, topic, partition, offset, metadata)
+    commits: list[tuple[str, str, int, int, str]] = field(default_factory=list)
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         return self.logs.setdefault((topic, partition), PartitionLog())
@@ -295,6 +299,9 @@ class FakeProducer:
                     tp.offset,
                     tp.metadata or "",
                 )
+                self.cluster.commits.append(
+                    (group, tp.topic, tp.partition, tp.offset, tp.metadata or "")
+                )
         self._open, self._pending_offsets, self._in_txn = [], [], False
 
     def commit_transaction(self, timeout: float = 0) -> None:
@@ -315,3 +322,40 @@ def fake_clients(source: FakeCluster, target: FakeCluster, target_servers: str) 
         consumer=lambda conf: FakeConsumer(pick(conf), conf),
         sync_producer=lambda conf: FakeProducer(pick(conf), conf),
     )
+
+
+# --- a flow A -> B over fake clusters ---------------------------------------------------------
+
+SOURCE, TARGET = "source:9092", "target:9092"
+TOPIC, TARGET_TOPIC = "orders", "A.orders"
+SYNCS = "mm2-offset-syncs.B.internal"
+LIMIT = 10  # the target topic's largest record (key + value), in bytes
+
+
+def runtime(**kw: Any) -> FlowRuntime:
+    """The flow's runtime with clients pointing at the fake clusters (``kw`` overrides)."""
+    base: dict[str, Any] = {
+        "source": "A",
+        "target": "B",
+        "source_consumer": {"bootstrap.servers": SOURCE},
+        "source_producer": {"bootstrap.servers": SOURCE},
+        "target_producer": {"bootstrap.servers": TARGET},
+        "target_consumer": {"bootstrap.servers": TARGET},
+        "offset_syncs_topic": SYNCS,
+        "offset_syncs_on_target": False,
+        "state_group": "__mm.mirror.A.B",
+        # per call: the worker-level record of written syncs is keyed by it
+        "transactional_id_prefix": f"mm.A.B.{uuid.uuid4().hex}",
+        "fetch_timeout_s": 1.0,
+    }
+    base.update(kw)
+    return FlowRuntime(**base)
+
+
+def build_source(entries: list[Rec | None], log_start: int, batch_sizes: list[int]) -> FakeCluster:
+    source = FakeCluster("A", batch_sizes=batch_sizes)
+    log = source.log(TOPIC, 0)
+    for rec in entries:
+        log.append(rec, state="committed" if rec is not None else "aborted")
+    log.log_start = log_start
+    return source

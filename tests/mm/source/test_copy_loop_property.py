@@ -16,8 +16,6 @@ mirrored is counted, never hidden.
 from __future__ import annotations
 
 import itertools
-import uuid
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,35 +23,22 @@ from hypothesis import strategies as st
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
 
-from mm.source.spec import FlowRuntime, RangeSpec
+from mm.source.spec import RangeSpec
 from mm.source.task import PartitionStoppedError, RecordTooLargeError, mirror_range, read_state
-from tests.support.fake_kafka import FakeCluster, Rec, fake_clients
+from tests.support.fake_kafka import (
+    LIMIT,
+    SYNCS,
+    TARGET,
+    TARGET_TOPIC,
+    TOPIC,
+    FakeCluster,
+    Rec,
+    build_source,
+    fake_clients,
+    runtime,
+)
 
 pytestmark = pytest.mark.unit
-
-SOURCE, TARGET = "source:9092", "target:9092"
-TOPIC, TARGET_TOPIC = "orders", "A.orders"
-SYNCS = "mm2-offset-syncs.B.internal"
-LIMIT = 10  # the target topic's largest record (key + value), in bytes
-
-
-def runtime(**kw: Any) -> FlowRuntime:
-    base: dict[str, Any] = {
-        "source": "A",
-        "target": "B",
-        "source_consumer": {"bootstrap.servers": SOURCE},
-        "source_producer": {"bootstrap.servers": SOURCE},
-        "target_producer": {"bootstrap.servers": TARGET},
-        "target_consumer": {"bootstrap.servers": TARGET},
-        "offset_syncs_topic": SYNCS,
-        "offset_syncs_on_target": False,
-        "state_group": "__mm.mirror.A.B",
-        # per example: the worker-level record of written syncs is keyed by it
-        "transactional_id_prefix": f"mm.A.B.{uuid.uuid4().hex}",
-        "fetch_timeout_s": 1.0,
-    }
-    base.update(kw)
-    return FlowRuntime(**base)
 
 
 def payload(size: int, tag: int) -> bytes:
@@ -98,15 +83,6 @@ def source_logs(draw: st.DrawFn) -> tuple[list[Rec | None], int]:
         entries += [None] * draw(st.integers(1, 2))  # ends with markers / aborted records
     log_start = draw(st.integers(0, min(3, len(entries)))) if draw(st.booleans()) else 0
     return entries, log_start
-
-
-def build_source(entries: list[Rec | None], log_start: int, batch_sizes: list[int]) -> FakeCluster:
-    source = FakeCluster("A", batch_sizes=batch_sizes)
-    log = source.log(TOPIC, 0)
-    for rec in entries:
-        log.append(rec, state="committed" if rec is not None else "aborted")
-    log.log_start = log_start
-    return source
 
 
 def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]:

@@ -15,11 +15,6 @@ One `mm mirror --once` run and two `mm verify` runs serve the module:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +34,7 @@ from support.mirror import (
     read_partition,
     run_mirror_once,
 )
+from support.verify import VerifyRun, run_verify
 
 pytestmark = pytest.mark.integration
 
@@ -49,50 +45,6 @@ HAND_RECORDS = 5
 STATE_GROUP = "__mm.mirror.A.B"
 SYNCS_TOPIC = "mm2-offset-syncs.B.internal"
 CHECKPOINTS_TOPIC = "A.checkpoints.internal"
-
-
-@dataclass
-class VerifyRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def json(self) -> dict[str, Any]:
-        try:
-            out: dict[str, Any] = json.loads(self.stdout)
-        except ValueError:
-            raise AssertionError(f"not JSON:\n{self.describe()}") from None
-        return out
-
-    def describe(self) -> str:
-        return (
-            f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout[-6000:]}"
-            f"\n--- stderr\n{self.stderr[-6000:]}"
-        )
-
-
-def run_verify(config: Path, *args: str) -> VerifyRun:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "mm", "verify", "-c", str(config), *args],
-        cwd=config.parent,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={
-            **os.environ,
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-        },
-    )
-    run = VerifyRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
-    # visible with -s: how long a whole `mm verify` takes here
-    print(
-        f"mm verify {' '.join(args)}: exit {run.returncode} in {run.seconds:.1f}s", file=sys.stderr
-    )
-    return run
 
 
 def partitions_of(report: dict[str, Any], topic: str) -> dict[int, dict[str, Any]]:

@@ -1,0 +1,129 @@
+"""Idle partitions' positions are committed again before Apache Kafka expires them
+(a member-less group's offsets go after offsets.retention.minutes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mm.source.keepalive import REFRESH_PREFIX, RefreshClock
+from mm.source.plan import MirrorPlan
+from mm.source.reader import OPTION_PLAN, MirrorStreamReader
+from mm.source.spec import RangeSpec
+from mm.source.state import encode_state
+from mm.source.task import mirror_range
+from mm.source.topics import MirroredTopic
+from tests.support.fake_kafka import (
+    TARGET,
+    TARGET_TOPIC,
+    TOPIC,
+    FakeCluster,
+    Rec,
+    build_source,
+    fake_clients,
+    runtime,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_clock_counts_unseen_partitions_from_now_and_persists(tmp_path: Path) -> None:
+    path = str(tmp_path / "sub" / "refreshed.json")
+    clock = RefreshClock.load(100.0, path)
+    assert clock.due(["t:0", "t:1"], now=1000.0) == []  # first seen: not due yet
+    assert clock.due(["t:0", "t:1"], now=1099.0) == []
+    clock.planned(["t:1"], now=1050.0)
+    assert clock.due(["t:0", "t:1"], now=1100.0) == ["t:0"]
+    clock.save()
+    again = RefreshClock.load(100.0, path)
+    assert again.planned_at == {"t:0": 1000.0, "t:1": 1050.0}
+    assert again.due(["t:0", "t:1"], now=1150.0) == ["t:0", "t:1"]
+
+
+def test_clock_survives_a_torn_file(tmp_path: Path) -> None:
+    path = tmp_path / "refreshed.json"
+    path.write_text('{"t:0": 12')
+    clock = RefreshClock.load(10.0, str(path))
+    assert clock.planned_at == {}
+    assert clock.due(["t:0"], now=5.0) == []
+
+
+def test_a_refresh_range_commits_the_same_position_and_metadata() -> None:
+    source = build_source([Rec(b"k", b"v", (), 0)] * 4, 0, [5000])
+    target = FakeCluster("B")
+    rt = runtime()
+    meta = encode_state("abc", [(0, 0), (3, 3)])
+    target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (4, meta)}
+    spec = RangeSpec(TOPIC, 0, TARGET_TOPIC, 4, 4, 0, {"refresh": True})
+    events: list[tuple[str, dict[str, Any]]] = []
+    result = mirror_range(
+        rt,
+        spec,
+        log=lambda e, **kw: events.append((e, kw)),
+        clients=fake_clients(source, target, TARGET),
+    )
+    assert result.position == 4 and result.records == 0
+    assert target.commits == [(rt.state_group, TARGET_TOPIC, 0, 4, meta)]
+    assert target.log(TARGET_TOPIC, 0).committed() == []
+    assert [e for e, _ in events] == ["mirror position refreshed"]
+
+
+def test_an_empty_range_without_refresh_commits_nothing() -> None:
+    source = build_source([Rec(b"k", b"v", (), 0)] * 4, 0, [5000])
+    target = FakeCluster("B")
+    rt = runtime()
+    target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (4, "")}
+    mirror_range(
+        rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 4, 4, 0), clients=fake_clients(source, target, TARGET)
+    )
+    assert target.commits == []
+
+
+def _reader(tmp_path: Path, ends: dict[str, int], interval: float) -> MirrorStreamReader:
+    plan = MirrorPlan(
+        runtime=runtime(),
+        planner={},
+        refresh_topics_interval_seconds=3600.0,
+        position_refresh_seconds=interval,
+        position_refresh_file=str(tmp_path / "refreshed.json"),
+    )
+    reader = MirrorStreamReader({OPTION_PLAN: plan.encode()})
+    reader._topics = {TOPIC: MirroredTopic(TOPIC, TARGET_TOPIC, 2, 0)}
+    reader._current_ends = lambda: dict(ends)  # type: ignore[method-assign]
+    return reader
+
+
+def test_planner_refreshes_idle_partitions_once_per_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [10_000.0]
+    monkeypatch.setattr("mm.source.reader.time.time", lambda: now[0])
+    ends = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
+    reader = _reader(tmp_path, ends, interval=60.0)
+    start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 70}
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert not [k for k in end if k.startswith(REFRESH_PREFIX)]  # first sight: from now
+    specs = reader.partitions(start, end)
+    assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [(1, 70, 80, {})]
+
+    now[0] += 61  # partition 1 was planned at 10,000 too, so both are idle long enough
+    start = end
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end[f"{REFRESH_PREFIX}{TOPIC}:0"] == end[f"{REFRESH_PREFIX}{TOPIC}:1"] == 1
+    assert end[f"{TOPIC}:0"] == 50
+    specs = reader.partitions(start, end)
+    assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [
+        (0, 50, 50, {"refresh": True}),
+        (1, 80, 80, {"refresh": True}),
+    ]
+    # done for this interval: the same offsets again, so Spark runs no batch; also
+    # for another planning process that reads the times from the file
+    assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end
+    other = _reader(tmp_path, ends, interval=60.0)
+    assert other.latestOffset(end, other.getDefaultReadLimit()) == end
+    assert other.partitions(end, end) == []
+    saved = json.loads((tmp_path / "refreshed.json").read_text())
+    assert saved == {f"{TOPIC}:0": now[0], f"{TOPIC}:1": now[0]}
