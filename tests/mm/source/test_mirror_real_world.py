@@ -3,6 +3,9 @@
 * a source written by an exactly-once application (a commit marker after every
   one or two records), where the mirror once kept 106 of 440 records;
 * a backlog far above the per-transaction record limit;
+* a source with holes of many widths between runs of every length, as a
+  compacted topic has (made here with concurrent transactions, since the test
+  broker never compacts);
 * lost mirror state (a fresh state directory and a state group without
   offsets): the position is recovered exactly from the offset syncs and the
   target's log, or, when they cannot prove it, the partition is refused and the
@@ -15,6 +18,8 @@ The target is judged as Apache Kafka's read_committed consumers would see it
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 import uuid
 from pathlib import Path
@@ -253,3 +258,61 @@ def test_idle_partitions_positions_are_committed_again(
     assert {e["partition"] for e in refreshed} == {0, 1}, run.describe()
     assert {e["position"] for e in refreshed} == {50}
     assert_exact_copy(cfg, cluster_a, cluster_b, topic, 2)
+
+
+def produce_with_holes(bootstrap: str, topic: str, rounds: int, seed: int) -> int:
+    """A source whose offsets have holes of many widths, as a compacted topic's do.
+
+    Several transactional producers write to one partition at once and commit
+    together: their markers land side by side, so holes are 1 to 4 offsets wide
+    between runs of records of every length. Returns the number of records.
+    """
+    rng = random.Random(seed)
+    producers = []
+    for i in range(4):
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": f"holes-{seed}-{i}-{uuid.uuid4().hex[:6]}",
+                "linger.ms": 0,
+            }
+        )
+        p.init_transactions(30)
+        producers.append(p)
+    n = 0
+    for r in range(rounds):
+        active = rng.sample(producers, rng.randint(1, len(producers)))
+        for p in active:
+            p.begin_transaction()
+        for i, p in enumerate(active):
+            for j in range(rng.choice([1, 1, 2, 5])):
+                key = None if (r + j) % 5 == 0 else f"k{(r * 7 + j) % 11}".encode()
+                value = None if (r + i + j) % 9 == 0 else f"r{r}.{i}.{j}".encode()
+                p.produce(topic, value, key, 0)
+                n += 1
+            p.flush(30)  # the records reach the log before the markers
+        for p in active:
+            p.commit_transaction(30)
+    return n
+
+
+def test_source_with_holes_of_many_widths(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    topic = unique_topic("holes")
+    create_topic(cluster_a.bootstrap_servers, topic, 1)
+    produced = produce_with_holes(cluster_a.bootstrap_servers, topic, 60, seed=7)
+    source = read_topic(cluster_a.bootstrap_servers, topic, 1)
+    assert len(source[0]) == produced
+    widths = {b.offset - a.offset - 1 for a, b in itertools.pairwise(source[0])}
+    assert {0, 1, 2, 3} <= widths, f"the source should have holes of many widths: {widths}"
+    cfg = config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
+        topic,
+        **{"mm.mirror.max.records.per.transaction": "7"},
+    )
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    assert_exact_copy(cfg, cluster_a, cluster_b, topic, 1)
