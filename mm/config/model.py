@@ -510,6 +510,20 @@ class MirrorConfig(_MaskedRepr, BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
 
+    def mm_positive(self, key: str, default: float, *, integer: bool = False) -> float:
+        """The ``mm.<key>`` setting as a positive number (whole with ``integer``)."""
+        raw = self.mm.get(key)
+        if raw is None:
+            return default
+        expected = "a positive whole number" if integer else "a positive number"
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            raise ConfigError(f"mm.{key}", raw, expected) from None
+        if value <= 0:
+            raise ConfigError(f"mm.{key}", raw, expected)
+        return value
+
     def enabled_flows(self) -> list[FlowConfig]:
         return [f for f in self.flows if f.enabled]
 

@@ -308,7 +308,7 @@ def _run_flows(
         )
         return writer.start()
 
-    retry_timeout = _seconds(cfg, "mirror.retry.timeout.seconds", 300.0)
+    retry_timeout = cfg.mm_positive("mirror.retry.timeout.seconds", 300.0)
     from mm.metrics import serve_mirror_metrics
 
     metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port
@@ -373,19 +373,6 @@ def _run_flows(
         if stop.is_set():
             log.info("mirror stopped on request")
     return stats
-
-
-def _seconds(cfg: MirrorConfig, key: str, default: float) -> float:
-    raw = cfg.mm.get(key)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"mm.{key}", raw, "a number of seconds") from None
-    if value <= 0:
-        raise ConfigError(f"mm.{key}", raw, "a positive number of seconds")
-    return value
 
 
 def _root_cause(exc: Any) -> str:

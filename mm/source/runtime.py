@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import ConfigError
 from mm.source.plan import MirrorPlan, NameFilter
 from mm.source.spec import FlowRuntime
 from mm.source.topics import TopicMirrorPlanner
@@ -43,21 +42,10 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         transactional_id_prefix=f"mm.{flow.source}.{flow.target}",
         errors_tolerance=flow.errors_tolerance,
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
-        max_records_per_txn=_positive_int(cfg, "mirror.max.records.per.transaction", 200_000),
+        max_records_per_txn=int(
+            cfg.mm_positive("mirror.max.records.per.transaction", 200_000, integer=True)
+        ),
     )
-
-
-def _positive_int(cfg: MirrorConfig, key: str, default: int) -> int:
-    raw = cfg.mm.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"mm.{key}", raw, "a positive whole number") from None
-    if value <= 0:
-        raise ConfigError(f"mm.{key}", raw, "a positive whole number")
-    return value
 
 
 def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:
@@ -89,8 +77,8 @@ def mirror_plan(
         topics=dict(planner.known) if planner is not None else {},
         failed=dict(planner.failed) if planner is not None else {},
         refreshed_at=time.time(),
-        position_refresh_seconds=float(
-            _positive_int(cfg, "mirror.position.refresh.interval.seconds", 86_400)
+        position_refresh_seconds=cfg.mm_positive(
+            "mirror.position.refresh.interval.seconds", 86_400
         ),
         position_refresh_file=str(
             Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.refreshed.json"
