@@ -10,7 +10,12 @@
   offsets): the position is recovered exactly from the offset syncs and the
   target's log, or, when they cannot prove it, the partition is refused and the
   target left untouched, never mirrored twice;
-* a source topic deleted and recreated under a running mirror's position.
+* a source topic deleted and recreated under a running mirror's position;
+* idle partitions, whose positions are committed again before the broker
+  would expire them.
+
+The first three shapes and the idle one share one mirror run and one `mm verify`
+run (Spark start-ups are what these tests cost).
 
 The target is judged as Apache Kafka's read_committed consumers would see it
 (raw log and transaction markers, tests/support/eos.py).
@@ -22,6 +27,7 @@ import itertools
 import random
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support.eos import committed_view, read_log
 from tests.support.mirror import (
+    MirrorRun,
     assert_same_records,
     assert_translation_exact,
     create_topic,
@@ -39,7 +46,7 @@ from tests.support.mirror import (
     read_topic,
     run_mirror_once,
 )
-from tests.support.verify import run_verify
+from tests.support.verify import VerifyRun, run_verify
 
 pytestmark = pytest.mark.integration
 
@@ -96,9 +103,9 @@ def config(tmp_path: Path, a: Any, b: Any, topic: str, **extra: str) -> Path:
     )
 
 
-def assert_exact_copy(cfg: Path, a: Any, b: Any, topic: str, partitions: int) -> None:
+def assert_exact_copy(a: Any, b: Any, topic: str, partitions: int, verify: VerifyRun) -> None:
     """Judged three ways: a consumer on both sides, the raw target log under Kafka's
-    read_committed rule, and `mm verify` as a user runs it."""
+    read_committed rule, and `mm verify` as a user runs it (its report for ``topic``)."""
     source = read_topic(a.bootstrap_servers, topic, partitions)
     target = read_topic(b.bootstrap_servers, f"A.{topic}", partitions)
     assert_same_records(source, target)
@@ -107,7 +114,6 @@ def assert_exact_copy(cfg: Path, a: Any, b: Any, topic: str, partitions: int) ->
     assert raw == {p: [(r.key, r.value) for r in recs] for p, recs in source.items()}
     syncs = read_offset_syncs(a.bootstrap_servers, SYNCS_TOPIC)
     assert assert_translation_exact(syncs, topic, source, target) > 0
-    verify = run_verify(cfg, "--topics", topic, "--json")
     assert verify.returncode == 0, verify.describe()
     (flow,) = verify.json()["flows"]
     parts = {p["partition"]: p for p in flow["partitions"] if p["topic"] == topic}
@@ -118,39 +124,137 @@ def assert_exact_copy(cfg: Path, a: Any, b: Any, topic: str, partitions: int) ->
         assert rep["translations"]["wrong"] == 0 and rep["syncs"]["false"] == 0, rep
 
 
+def verified_copy(cfg: Path, a: Any, b: Any, topic: str, partitions: int) -> None:
+    assert_exact_copy(a, b, topic, partitions, run_verify(cfg, "--topics", topic, "--json"))
+
+
+def produce_with_holes(bootstrap: str, topic: str, rounds: int, seed: int) -> int:
+    """A source whose offsets have holes of many widths, as a compacted topic's do.
+
+    Several transactional producers write to one partition at once and commit
+    together: their markers land side by side, so holes are 1 to 4 offsets wide
+    between runs of records of every length. Returns the number of records.
+    """
+    rng = random.Random(seed)
+    producers = []
+    for i in range(4):
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": f"holes-{seed}-{i}-{uuid.uuid4().hex[:6]}",
+                "linger.ms": 0,
+            }
+        )
+        p.init_transactions(30)
+        producers.append(p)
+    n = 0
+    for r in range(rounds):
+        active = rng.sample(producers, rng.randint(1, len(producers)))
+        for p in active:
+            p.begin_transaction()
+        for i, p in enumerate(active):
+            for j in range(rng.choice([1, 1, 2, 5])):
+                key = None if (r + j) % 5 == 0 else f"k{(r * 7 + j) % 11}".encode()
+                value = None if (r + i + j) % 9 == 0 else f"r{r}.{i}.{j}".encode()
+                p.produce(topic, value, key, 0)
+                n += 1
+            p.flush(30)  # the records reach the log before the markers
+        for p in active:
+            p.commit_transaction(30)
+    return n
+
+
+# --- one mirror run, one verify run for the shapes that need no second run -------------------
+
+
+@dataclass
+class Shaped:
+    eos: str
+    backlog: str
+    holes: str
+    eos_records: int
+    mirror: MirrorRun
+    verify: VerifyRun
+    idle: MirrorRun
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory: pytest.TempPathFactory, cluster_a: Any, cluster_b: Any) -> Shaped:
+    tag = uuid.uuid4().hex[:8]
+    eos, backlog, holes = (f"{name}-{tag}" for name in ("eosapp", "backlog", "holes"))
+    bs = cluster_a.bootstrap_servers
+    create_topic(bs, eos, 2)
+    eos_records = produce_exactly_once_app(bs, eos, 2, 400)
+    create_topic(bs, backlog, 2)
+    produce_plain(bs, backlog, 2, 3000, "b")
+    produce_exactly_once_app(bs, backlog, 2, 120)  # and tiny transactions after it
+    create_topic(bs, holes, 1)
+    produce_with_holes(bs, holes, 60, seed=7)
+    tmp = tmp_path_factory.mktemp("shaped")
+    cfg = mirror_properties(
+        tmp / "mm.properties",
+        bs,
+        cluster_b.bootstrap_servers,
+        [f".*-{tag}"],
+        state_dir=tmp / "state",
+        extra={
+            # far below every backlog here: transactions fill up mid-batch all the time
+            "mm.mirror.max.records.per.transaction": "7",
+            "mm.mirror.position.refresh.interval.seconds": "2",
+        },
+    )
+    mirror = run_mirror_once(cfg)
+    verify = run_verify(cfg, "--topics", f".*-{tag}", "--json")
+    time.sleep(2.5)
+    # nothing new to mirror: only the refresh clock can plan tasks now
+    idle = run_mirror_once(cfg)
+    return Shaped(eos, backlog, holes, eos_records, mirror, verify, idle)
+
+
 def test_source_written_by_an_exactly_once_app(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+    shaped: Shaped, cluster_a: Any, cluster_b: Any
 ) -> None:
-    topic = unique_topic("eosapp")
-    create_topic(cluster_a.bootstrap_servers, topic, 2)
-    produced = produce_exactly_once_app(cluster_a.bootstrap_servers, topic, 2, 400)
-    assert produced == 440
-    cfg = config(tmp_path, cluster_a, cluster_b, topic)
-    run = run_mirror_once(cfg)
-    assert run.returncode == 0, run.describe()
-    target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
-    assert sum(len(v) for v in target.values()) == 440, run.describe()
-    assert_exact_copy(cfg, cluster_a, cluster_b, topic, 2)
+    assert shaped.eos_records == 440
+    assert shaped.mirror.returncode == 0, shaped.mirror.describe()
+    target = committed_records(cluster_b.bootstrap_servers, f"A.{shaped.eos}", 2)
+    assert sum(len(v) for v in target.values()) == 440, shaped.mirror.describe()
+    assert_exact_copy(cluster_a, cluster_b, shaped.eos, 2, shaped.verify)
 
 
 def test_backlog_larger_than_the_transaction_limit(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+    shaped: Shaped, cluster_a: Any, cluster_b: Any
 ) -> None:
-    topic = unique_topic("backlog")
-    create_topic(cluster_a.bootstrap_servers, topic, 2)
-    produce_plain(cluster_a.bootstrap_servers, topic, 2, 3000, "b")
-    # and a stretch of tiny transactions, so the sync-point limit is hit too
-    produce_exactly_once_app(cluster_a.bootstrap_servers, topic, 2, 120)
-    cfg = config(
-        tmp_path,
-        cluster_a,
-        cluster_b,
-        topic,
-        **{"mm.mirror.max.records.per.transaction": "70"},
-    )
-    run = run_mirror_once(cfg)
-    assert run.returncode == 0, run.describe()
-    assert_exact_copy(cfg, cluster_a, cluster_b, topic, 2)
+    assert shaped.mirror.returncode == 0, shaped.mirror.describe()
+    assert_exact_copy(cluster_a, cluster_b, shaped.backlog, 2, shaped.verify)
+
+
+def test_source_with_holes_of_many_widths(shaped: Shaped, cluster_a: Any, cluster_b: Any) -> None:
+    source = read_topic(cluster_a.bootstrap_servers, shaped.holes, 1)
+    widths = {b.offset - a.offset - 1 for a, b in itertools.pairwise(source[0])}
+    assert {0, 1, 2, 3} <= widths, f"the source should have holes of many widths: {widths}"
+    assert shaped.mirror.returncode == 0, shaped.mirror.describe()
+    assert_exact_copy(cluster_a, cluster_b, shaped.holes, 1, shaped.verify)
+
+
+def test_idle_partitions_positions_are_committed_again(shaped: Shaped) -> None:
+    """Apache Kafka expires a member-less group's offsets; an idle partition's position
+    is committed again every mm.mirror.position.refresh.interval.seconds, across
+    --once runs, by a task that fences the partition like any other (again and
+    again when a batch outlasts this tiny interval: that is the rule)."""
+    assert shaped.idle.returncode == 0, shaped.idle.describe()
+    refreshed = {
+        (e["topic"], e["partition"]) for e in shaped.idle.events("mirror position refreshed")
+    }
+    expected = {
+        (t, p)
+        for t, n in ((shaped.eos, 2), (shaped.backlog, 2), (shaped.holes, 1))
+        for p in range(n)
+    }
+    assert refreshed == expected, shaped.idle.describe()
+    assert not [e for e in shaped.idle.events("micro-batch mirrored") if e["records"]]
+
+
+# --- shapes that need a second run -----------------------------------------------------------
 
 
 def _lose_state(tmp_path: Path, b: Any) -> None:
@@ -179,7 +283,7 @@ def test_lost_state_is_recovered_exactly(
     assert len(recovered) == 2, run.describe()
     target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
     assert sum(len(v) for v in target.values()) == 3400, "duplicates or loss after lost state"
-    assert_exact_copy(cfg, cluster_a, cluster_b, topic, 2)
+    verified_copy(cfg, cluster_a, cluster_b, topic, 2)
 
 
 def test_lost_state_without_a_recovery_record_is_refused(
@@ -229,90 +333,3 @@ def test_source_topic_recreated_under_the_mirror(
     assert "deleted and recreated" in run.stdout
     target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
     assert len(target[0]) == 60 and all(v.startswith(b"old") for _, v in target[0])
-
-
-def test_idle_partitions_positions_are_committed_again(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
-) -> None:
-    """Apache Kafka expires a member-less group's offsets; an idle partition's position
-    is committed again every mm.mirror.position.refresh.interval.seconds, across
-    --once runs, by a task that fences the partition like any other."""
-    topic = unique_topic("idle")
-    create_topic(cluster_a.bootstrap_servers, topic, 2)
-    produce_plain(cluster_a.bootstrap_servers, topic, 2, 100, "idle")
-    cfg = config(
-        tmp_path,
-        cluster_a,
-        cluster_b,
-        topic,
-        **{"mm.mirror.position.refresh.interval.seconds": "2"},
-    )
-    run = run_mirror_once(cfg)
-    assert run.returncode == 0, run.describe()
-    time.sleep(2.5)
-    # nothing new to mirror: only the clock can plan a task now
-    run = run_mirror_once(cfg)
-    assert run.returncode == 0, run.describe()
-    refreshed = run.events("mirror position refreshed")
-    # (again and again when a batch outlasts this tiny interval: that is the rule)
-    assert {e["partition"] for e in refreshed} == {0, 1}, run.describe()
-    assert {e["position"] for e in refreshed} == {50}
-    assert_exact_copy(cfg, cluster_a, cluster_b, topic, 2)
-
-
-def produce_with_holes(bootstrap: str, topic: str, rounds: int, seed: int) -> int:
-    """A source whose offsets have holes of many widths, as a compacted topic's do.
-
-    Several transactional producers write to one partition at once and commit
-    together: their markers land side by side, so holes are 1 to 4 offsets wide
-    between runs of records of every length. Returns the number of records.
-    """
-    rng = random.Random(seed)
-    producers = []
-    for i in range(4):
-        p = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "transactional.id": f"holes-{seed}-{i}-{uuid.uuid4().hex[:6]}",
-                "linger.ms": 0,
-            }
-        )
-        p.init_transactions(30)
-        producers.append(p)
-    n = 0
-    for r in range(rounds):
-        active = rng.sample(producers, rng.randint(1, len(producers)))
-        for p in active:
-            p.begin_transaction()
-        for i, p in enumerate(active):
-            for j in range(rng.choice([1, 1, 2, 5])):
-                key = None if (r + j) % 5 == 0 else f"k{(r * 7 + j) % 11}".encode()
-                value = None if (r + i + j) % 9 == 0 else f"r{r}.{i}.{j}".encode()
-                p.produce(topic, value, key, 0)
-                n += 1
-            p.flush(30)  # the records reach the log before the markers
-        for p in active:
-            p.commit_transaction(30)
-    return n
-
-
-def test_source_with_holes_of_many_widths(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
-) -> None:
-    topic = unique_topic("holes")
-    create_topic(cluster_a.bootstrap_servers, topic, 1)
-    produced = produce_with_holes(cluster_a.bootstrap_servers, topic, 60, seed=7)
-    source = read_topic(cluster_a.bootstrap_servers, topic, 1)
-    assert len(source[0]) == produced
-    widths = {b.offset - a.offset - 1 for a, b in itertools.pairwise(source[0])}
-    assert {0, 1, 2, 3} <= widths, f"the source should have holes of many widths: {widths}"
-    cfg = config(
-        tmp_path,
-        cluster_a,
-        cluster_b,
-        topic,
-        **{"mm.mirror.max.records.per.transaction": "7"},
-    )
-    run = run_mirror_once(cfg)
-    assert run.returncode == 0, run.describe()
-    assert_exact_copy(cfg, cluster_a, cluster_b, topic, 1)
