@@ -33,6 +33,25 @@ from mm.embedded import EmbeddedClusters
 
 TOPIC = "bench"
 
+# The baseline loop's client settings (bench/scale_bench.py uses them too).
+BASELINE_CONSUMER: dict[str, object] = {
+    "group.id": "bench-baseline",
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+    "isolation.level": "read_committed",
+    # the same fetch tuning the mirror's tasks use: a fair baseline
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 10_485_760,
+    "queued.min.messages": 200_000,
+}
+BASELINE_PRODUCER: dict[str, object] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 500_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "enable.idempotence": True,
+}
+
 
 def fill(bootstrap: str, records: int, size: int, partitions: int, topic: str = TOPIC) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -61,29 +80,8 @@ def baseline(a: str, b: str, records: int, partitions: int) -> float:
     target = "plain-copy"
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics([NewTopic(target, partitions, 1)])[target].result(30)
-    c = Consumer(
-        {
-            "bootstrap.servers": a,
-            "group.id": "bench-baseline",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            # the same fetch tuning the mirror's tasks use: a fair baseline
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.min.messages": 200_000,
-        }
-    )
-    p = Producer(
-        {
-            "bootstrap.servers": b,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "enable.idempotence": True,
-        }
-    )
+    c = Consumer({"bootstrap.servers": a, **BASELINE_CONSUMER})
+    p = Producer({"bootstrap.servers": b, **BASELINE_PRODUCER})
     c.assign([TopicPartition(TOPIC, i, 0) for i in range(partitions)])
     started = time.perf_counter()
     done = 0
