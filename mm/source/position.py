@@ -110,7 +110,10 @@ def start_without_state(
     finally:
         probe.close()
     if high <= 0:
-        return spec.start  # nothing was ever written there: a new partition
+        # nothing was ever written there: a new partition, mirrored from the source
+        # log start even if Spark planned past it (an earlier range may have stopped
+        # before its position could be committed, e.g. at a record too large)
+        return min(spec.start, _source_log_start(rt, spec, clients))
     sync = newest_sync(rt, spec, clients)
     target: list[LogRecord] = []
     source: list[LogRecord] = []
@@ -152,6 +155,17 @@ def start_without_state(
         f"--to-offset N --execute), or delete topic {spec.target_topic} on {rt.target} to mirror "
         f"{spec.topic} again from its start."
     )
+
+
+def _source_log_start(rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients) -> int:
+    probe = clients.consumer(_read_conf(rt.source_consumer, rt.state_group))
+    try:
+        low, _ = probe.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), timeout=30)
+    except KafkaException as exc:
+        raise wrap(exc, f"log start of {spec.topic}[{spec.partition}]") from exc
+    finally:
+        probe.close()
+    return int(low)
 
 
 def check_not_past_source_end(

@@ -387,6 +387,10 @@ def mirror_range(
                 result,
                 syncs,
                 start,
+                # no position on the target yet: whatever the range ends with (even
+                # a stop at its first record) is committed, or the next range would
+                # start from its own planned start and skip what this one stopped at
+                start if committed >= 0 or start != spec.start else -1,
                 log,
             )
         finally:
@@ -419,6 +423,7 @@ def _mirror_loop(
     result: RangeResult,
     syncs: _SourceSyncWriter | None,
     start: int,
+    committed_pos: int,
     log: Callable[..., None] | None,
 ) -> None:
     topic, partition, target_topic, end = spec.topic, spec.partition, spec.target_topic, spec.end
@@ -441,7 +446,6 @@ def _mirror_loop(
     # the rest of the same iterator (dropping them would lose committed records).
     fetched: Iterator[Message] = iter(())
     exhausted = True
-    committed_pos = start
 
     while not done:
         tracker = RunTracker()
@@ -505,6 +509,10 @@ def _mirror_loop(
                             _check_loss(
                                 consumer, topic, partition, expected, min(off, end), result, log
                             )
+                            # the fetch proved nothing readable before off (a gap, or
+                            # data deleted and now counted): also when the partition
+                            # stops at off, its position must not count it again
+                            expected = min(off, end)
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
                             # end of what is readable now (log end or last stable offset)
@@ -600,7 +608,7 @@ def _mirror_loop(
                 # only a gap (markers, aborted or compacted records) or lost data
                 # since the last commit: record the position past it, so it equals
                 # the source end (an exactly-once source always ends with a marker)
-                # and a loss is reported once
+                # and a loss is reported once; or no position was known at all
                 if syncs is not None:
                     syncs.flush()  # the metadata below no longer carries their syncs
                 _commit_position_only(producer, group_metadata, spec, expected)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
@@ -105,6 +105,51 @@ def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]
     max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+# found by this test: a partition whose first record is too large for the target,
+# in a range of its own; the next range started past it (a silent skip)
+@example(
+    log=([Rec(None, b"0" * 11, (), 1_700_000_000_000), None], 0),
+    batch_sizes=[1],
+    max_records=1,
+    max_points=2,
+    cuts=[1],
+    buffer_full_every=0,
+)
+@example(
+    log=(
+        [
+            Rec(None, b"0" * 11, (), 1_700_000_000_000),
+            None,
+            Rec(None, b"", (), 1_700_000_000_001),
+            None,
+        ],
+        0,
+    ),
+    batch_sizes=[1],
+    max_records=1,
+    max_points=2,
+    cuts=[1],
+    buffer_full_every=0,
+)
+# found by this test: data deleted before it was mirrored, then a stop at the first
+# readable record; the loss was counted again by every later range
+@example(
+    log=(
+        [
+            Rec(None, b"0", (), 1_700_000_000_000),
+            None,
+            Rec(None, b"1" * 11, (), 1_700_000_000_001),
+            None,
+            Rec(None, b"", (), 1_700_000_000_002),
+        ],
+        1,
+    ),
+    batch_sizes=[1],
+    max_records=1,
+    max_points=2,
+    cuts=[3],
+    buffer_full_every=0,
 )
 @given(
     log=source_logs(),
