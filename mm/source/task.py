@@ -374,27 +374,21 @@ def mirror_range(
         # metadata first: a fetch assigned before the leader is known waits ~0.5 s for it
         consumer.list_topics(spec.topic, timeout=30)
         consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
-        group_meta = clients.consumer(
-            _quick({**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False})
+        _mirror_loop(
+            rt,
+            spec,
+            producer,
+            consumer,
+            _group_metadata(rt, clients),
+            result,
+            syncs,
+            start,
+            # no position on the target yet: whatever the range ends with (even
+            # a stop at its first record) is committed, or the next range would
+            # start from its own planned start and skip what this one stopped at
+            start if committed >= 0 or start != spec.start else -1,
+            log,
         )
-        try:
-            _mirror_loop(
-                rt,
-                spec,
-                producer,
-                consumer,
-                group_meta.consumer_group_metadata(),
-                result,
-                syncs,
-                start,
-                # no position on the target yet: whatever the range ends with (even
-                # a stop at its first record) is committed, or the next range would
-                # start from its own planned start and skip what this one stopped at
-                start if committed >= 0 or start != spec.start else -1,
-                log,
-            )
-        finally:
-            group_meta.close()
         return result
     finally:
         if consumer is not None:
@@ -405,9 +399,9 @@ def mirror_range(
 
 
 def _group_metadata(rt: FlowRuntime, clients: MirrorClients) -> Any:
-    meta = clients.consumer(
-        _quick({**rt.target_consumer, "group.id": rt.state_group, "enable.auto.commit": False})
-    )
+    """The state group's metadata for send_offsets_to_transaction (a copy: it outlives
+    the consumer it comes from)."""
+    meta = clients.consumer(_state_consumer_conf(rt))
     try:
         return meta.consumer_group_metadata()
     finally:
