@@ -41,10 +41,14 @@ def watermarks(
     partitions: Iterable[tuple[str, int]],
     timeout: float = 30.0,
     consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+    admin: Any = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) per partition, the end from a real fetch.
 
-    Raises KafkaOperationError naming the partitions that did not answer in time.
+    With ``admin`` (an AdminClient of the same cluster), the listing is two batched
+    ListOffsets requests instead of two per partition (what a planner of hundreds
+    of partitions does every micro-batch). Raises KafkaOperationError naming the
+    partitions that did not answer in time.
     """
     tps = list(partitions)
     if not tps:
@@ -52,15 +56,10 @@ def watermarks(
     deadline = time.monotonic() + timeout
     consumer = consumer_factory(probe_consumer_conf(consumer_conf))
     try:
-        listed: dict[tuple[str, int], tuple[int, int]] = {}
-        for t, p in tps:
-            try:
-                lo, hi = consumer.get_watermark_offsets(
-                    TopicPartition(t, p), timeout=max(0.1, deadline - time.monotonic())
-                )
-            except KafkaException as exc:
-                raise wrap(exc, f"list offsets of {t}[{p}]") from exc
-            listed[(t, p)] = (lo, hi)
+        if admin is not None:
+            listed = _list_batched(admin, tps, deadline)
+        else:
+            listed = _list_one_by_one(consumer, tps, deadline)
         consumer.assign(
             [TopicPartition(t, p, max(lo, hi - 1)) for (t, p), (lo, hi) in listed.items()]
         )
@@ -69,7 +68,7 @@ def watermarks(
         while pending:
             consumer.consume(num_messages=1000, timeout=0.05)
             for key in list(pending):
-                lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+                _lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
                 if hi != OFFSET_INVALID and hi >= 0:
                     result[key] = (listed[key][0], max(hi, listed[key][1]))
                     pending.discard(key)
@@ -87,3 +86,39 @@ def watermarks(
         return result
     finally:
         consumer.close()
+
+
+def _list_one_by_one(
+    consumer: Any, tps: list[tuple[str, int]], deadline: float
+) -> dict[tuple[str, int], tuple[int, int]]:
+    listed: dict[tuple[str, int], tuple[int, int]] = {}
+    for t, p in tps:
+        try:
+            lo, hi = consumer.get_watermark_offsets(
+                TopicPartition(t, p), timeout=max(0.1, deadline - time.monotonic())
+            )
+        except KafkaException as exc:
+            raise wrap(exc, f"list offsets of {t}[{p}]") from exc
+        listed[(t, p)] = (lo, hi)
+    return listed
+
+
+def _list_batched(
+    admin: Any, tps: list[tuple[str, int]], deadline: float
+) -> dict[tuple[str, int], tuple[int, int]]:
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    out: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in tps}
+    for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=max(0.1, deadline - time.monotonic()),
+        )
+        for tp, future in futures.items():
+            try:
+                out[(tp.topic, tp.partition)][i] = future.result().offset
+            except KafkaException as exc:
+                raise wrap(exc, f"list offsets of {tp.topic}[{tp.partition}]") from exc
+    return {tp: (lo, hi) for tp, (lo, hi) in out.items()}

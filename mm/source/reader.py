@@ -1,11 +1,13 @@
 """The mirror as a Spark Python streaming data source.
 
 Spark plans, the workers mirror: an offset is a flat dict
-``{"<topic>:<partition>": <end offset>}``; each micro-batch becomes one input
-partition per source topic-partition with new data, and ``read`` mirrors that
-range straight from the source to the target inside the Python worker
-(:mod:`mm.source.task`), yielding one summary row. Record payloads never enter
-the JVM.
+``{"<topic>:<partition>": <end offset>}``; each micro-batch plans one range per
+source topic-partition with new data, grouped into input partitions by planned
+records (:mod:`mm.source.shards`: a small batch is one Spark task, a backlog
+spreads over the cores). ``read`` mirrors its ranges straight from the source
+to the target inside the Python worker, several at once
+(:mod:`mm.source.task`, with the worker's pooled clients), yielding one
+summary row per range. Record payloads never enter the JVM.
 
 The reader is built from the flow's :class:`~mm.source.plan.MirrorPlan`, passed
 as the option ``mm.secret.plan`` (Spark redacts option names containing
@@ -71,6 +73,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target_offsets: dict[str, int] | None = None
         self._log_starts: dict[str, int] = {}
         self._clock: RefreshClock | None = None
+        self._admin: Any = None
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -110,13 +113,21 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         self._refresh_topics()
         tps = [(t, p) for t, mt in self._topics.items() for p in range(mt.partitions)]
-        marks = watermarks(self.runtime.source_consumer, tps)
+        marks = watermarks(self.runtime.source_consumer, tps, admin=self._source_admin())
         ends: dict[str, int] = {}
         for (t, p), (lo, hi) in marks.items():
             k = _key(t, p)
             self._log_starts[k] = lo
             ends[k] = hi
         return ends
+
+    def _source_admin(self) -> Any:
+        """The planner's AdminClient of the source (batched offset listings)."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(dict(self._plan.planner["source_admin"]))
+        return self._admin
 
     def initialOffset(self) -> dict[str, int]:
         return {}
@@ -173,7 +184,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        specs: list[InputPartition] = []
+        from mm.source.shards import plan_shards
+
+        specs: list[RangeSpec] = []
         refresh = {
             k[len(REFRESH_PREFIX) :]
             for k, n in end.items()
@@ -206,7 +219,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             clock = self._refresh_clock()
             clock.planned(planned, time.time())
             clock.save()
-        return specs
+        return plan_shards(specs, self._plan.records_per_task)
 
     def _log_start(self, topic: str, partition: int, key: str) -> int:
         if key not in self._log_starts:
@@ -223,21 +236,45 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- mirroring (executor) ----------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from mm.logs import configure_logging, get_logger
-        from mm.source.task import PartitionStoppedError, RangeResult, mirror_range
+        from concurrent.futures import ThreadPoolExecutor
 
-        assert isinstance(partition, RangeSpec)
+        from mm.logs import configure_logging
+        from mm.source.shards import MirrorShard
+
+        assert isinstance(partition, MirrorShard)
         configure_logging()
+        ranges = partition.ranges
+        threads = max(1, min(self.runtime.task_threads, len(ranges)))
+        if threads == 1:
+            rows = [self._mirror_one(spec) for spec in ranges]
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
+                futures = [pool.submit(self._mirror_one, spec) for spec in ranges]
+                # every range runs to its end (each commits on its own) before the
+                # first failure fails the task
+                errors = [f.exception() for f in futures]
+                failed = next((e for e in errors if e is not None), None)
+                if failed is not None:
+                    raise failed
+                rows = [f.result() for f in futures]
+        yield from rows
+
+    def _mirror_one(self, spec: RangeSpec) -> tuple[Any, ...]:
+        from mm.logs import get_logger
+        from mm.source.task import PartitionStoppedError, RangeResult, mirror_range, worker_pool
+
         log = get_logger(
             "mm.mirror.task",
             flow=f"{self.runtime.source}->{self.runtime.target}",
-            topic=partition.topic,
-            partition=partition.partition,
+            topic=spec.topic,
+            partition=spec.partition,
         )
         started = time.monotonic()
-        log.debug("range started", start=partition.start, end=partition.end)
+        log.debug("range started", start=spec.start, end=spec.end)
         try:
-            result = mirror_range(self.runtime, partition, log=log.warning)
+            result = mirror_range(
+                self.runtime, spec, log=log.warning, pool=worker_pool(self.runtime)
+            )
             log.debug(
                 "range mirrored",
                 records=result.records,
@@ -248,11 +285,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # stops this partition only; the driver reports it every batch until fixed
             log.error("partition stopped", error=str(exc))
             result = exc.result or RangeResult(
-                partition.topic,
-                partition.partition,
-                partition.target_topic,
-                partition.start,
-                partition.end,
+                spec.topic, spec.partition, spec.target_topic, spec.start, spec.end
             )
             result.error = str(exc)
-        yield result.row()
+        return result.row()

@@ -36,6 +36,12 @@ class FlowRuntime:
     errors_tolerance: str = "none"
     dead_letter_topic: str | None = None
     fetch_timeout_s: float = 60.0
+    # ranges a Spark task mirrors at once (one thread each; the copying releases
+    # the GIL while librdkafka waits on the network)
+    task_threads: int = 8
+    # clients a Python worker keeps between tasks (mm_client.client_pool): about
+    # one transactional producer per target partition it mirrors
+    pool_max_clients: int = 4096
 
     def transactional_id(self, target_topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}.{target_topic}.{partition}"

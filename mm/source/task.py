@@ -35,9 +35,12 @@ holds a record twice.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +52,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from mm_client.client_pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
@@ -64,9 +68,23 @@ _SYNCS_WRITTEN: dict[tuple[str, str, int], str] = {}
 # source cluster producer settings -> the worker's producer for offset syncs
 _SYNC_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 
+# the worker process's clients, kept between tasks and micro-batches (see worker_pool)
+_WORKER_POOL: ClientPool | None = None
+_WORKER_POOL_LOCK = threading.Lock()
+
 _CONSUME_BATCH = 5000
 # marks the sync of a transaction's first record (see mm_client.records)
 _TXN_FIRST: list[tuple[str, str | bytes | None]] = [(TXN_FIRST_HEADER, b"1")]
+
+
+def worker_pool(rt: FlowRuntime) -> ClientPool:
+    """This Python worker's client pool (Spark reuses the worker between tasks, so the
+    pooled clients outlive a task; they die with the worker)."""
+    global _WORKER_POOL
+    with _WORKER_POOL_LOCK:
+        if _WORKER_POOL is None:
+            _WORKER_POOL = ClientPool(rt.pool_max_clients)
+        return _WORKER_POOL
 
 
 class PartitionStoppedError(MirrorError):
@@ -102,6 +120,9 @@ class RangeResult:
     lost_to: int = -1
     dead_lettered: int = 0
     error: str | None = None
+    # metadata of the last offset this range committed (not part of the row): with
+    # ``position``, what a reused producer knows of its partition's state
+    metadata: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -171,6 +192,10 @@ def _consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
             "fetch.max.bytes": conf.get("fetch.max.bytes", 52_428_800),
             "max.partition.fetch.bytes": conf.get("max.partition.fetch.bytes", 10_485_760),
             "queued.min.messages": conf.get("queued.min.messages", 200_000),
+            # a range's data is on the broker when it is planned: the broker never
+            # needs to wait for more, and a partition assigned while an earlier fetch
+            # waits (default 500 ms) joins only the next fetch request
+            "fetch.wait.max.ms": conf.get("fetch.wait.max.ms", 10),
         }
     )
     return conf
@@ -195,21 +220,37 @@ def read_state(
     spec: RangeSpec,
     timeout: float = 30.0,
     clients: MirrorClients = DEFAULT_CLIENTS,
+    pool: ClientPool | None = None,
 ) -> tuple[int, str | None]:
     """Committed (next source offset, metadata) for the range's target partition."""
-    consumer = clients.consumer(_state_consumer_conf(rt))
-    try:
-        tp = consumer.committed([TopicPartition(spec.target_topic, spec.partition)], timeout)[0]
+    with (
+        _leased(pool) as p,
+        p.lease("state-consumer", _state_consumer_conf(rt), clients.consumer) as c,
+    ):
+        consumer = c.client
+        try:
+            tp = consumer.committed([TopicPartition(spec.target_topic, spec.partition)], timeout)[0]
+        except KafkaException as exc:
+            raise wrap(exc, f"read mirror state of {spec.target_topic}[{spec.partition}]") from exc
         if tp.error is not None:
             raise KafkaOperationError(
                 f"read mirror state of {spec.target_topic}[{spec.partition}]: {tp.error}",
                 code=tp.error.name() if hasattr(tp.error, "name") else None,
             )
         return tp.offset, tp.metadata
-    except KafkaException as exc:
-        raise wrap(exc, f"read mirror state of {spec.target_topic}[{spec.partition}]") from exc
+
+
+@contextmanager
+def _leased(pool: ClientPool | None) -> Iterator[ClientPool]:
+    """``pool``, or a pool for this call only whose clients are closed when it ends."""
+    if pool is not None:
+        yield pool
+        return
+    own = ClientPool()
+    try:
+        yield own
     finally:
-        consumer.close()
+        own.clear()
 
 
 class _SourceSyncWriter:
@@ -321,26 +362,140 @@ class _Delivery:
             self.first = msg.offset() or 0
 
 
+# error codes of a transactional producer that another instance fenced (or that a
+# fatal error made unusable): a cached producer showing one is replaced
+FENCED_CODES = frozenset(
+    {
+        "_FENCED",
+        "PRODUCER_FENCED",
+        "INVALID_PRODUCER_EPOCH",
+        "_FATAL",
+        "INVALID_PRODUCER_ID_MAPPING",
+    }
+)
+
+
 def mirror_range(
     rt: FlowRuntime,
     spec: RangeSpec,
     log: Callable[..., None] | None = None,
     clients: MirrorClients = DEFAULT_CLIENTS,
+    pool: ClientPool | None = None,
 ) -> RangeResult:
-    """Mirror ``spec`` and return what happened. Raises on errors that stop the partition."""
+    """Mirror ``spec`` and return what happened. Raises on errors that stop the partition.
+
+    With ``pool`` (the worker's :class:`~mm_client.client_pool.ClientPool`), the
+    clients outlive the range: the partition's transactional producer is reused
+    without ``init_transactions`` while it stays valid. A reused producer that
+    another worker fenced since (the partition moved) fails at its first
+    transactional call, before anything of this range is committed by it; it is
+    dropped, and the range runs again with a fresh producer, whose
+    ``init_transactions`` fences the other worker in turn and whose state read
+    sees whatever that worker committed. While a reused producer stays valid,
+    nobody else can have committed for its partition (committing needs this
+    ``transactional.id``, and initialising it fences us), so the position and
+    metadata it committed last stand for the state read it skips.
+    """
+    result = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
+    with _leased(pool) as p:
+        conf = _producer_conf(rt, spec)
+        reused = False
+        try:
+            with p.lease("txn-producer", conf, _TxnWriter.factory(clients)) as lease:
+                reused = not lease.fresh
+                _mirror_with(rt, spec, lease.client, lease.fresh, result, log, clients, p)
+                return result
+        except (KafkaOperationError, KafkaException, SystemError) as exc:
+            # (a fatal error raised while librdkafka served a delivery callback
+            # reaches Python as a SystemError caused by the KafkaException)
+            if not reused or _error_code(exc) not in FENCED_CODES:
+                raise
+            if log is not None:
+                log(
+                    "cached producer fenced by another worker; initialising a new one",
+                    target_topic=spec.target_topic,
+                    error=str(_kafka_cause(exc)),
+                )
+        with p.lease("txn-producer", conf, _TxnWriter.factory(clients)) as lease:
+            _mirror_with(rt, spec, lease.client, lease.fresh, result, log, clients, p)
+            return result
+
+
+def _kafka_cause(exc: BaseException | None) -> BaseException | None:
+    """The Kafka error behind ``exc`` (itself, or what caused it), if any."""
+    for _ in range(4):
+        if exc is None:
+            return None
+        if isinstance(exc, KafkaOperationError) or (
+            isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError)
+        ):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _error_code(exc: BaseException | None) -> str | None:
+    cause = _kafka_cause(exc)
+    if isinstance(cause, KafkaOperationError):
+        return cause.code
+    if isinstance(cause, KafkaException):
+        return str(cause.args[0].name())
+    return None
+
+
+class _TxnWriter:
+    """A pooled transactional producer and the state it last committed for its partition."""
+
+    __slots__ = ("producer", "state")
+
+    def __init__(self, producer: Any) -> None:
+        self.producer = producer
+        # (next source offset, metadata) as committed by this producer; None = unknown
+        self.state: tuple[int, str | None] | None = None
+
+    @staticmethod
+    def factory(clients: MirrorClients) -> Callable[[dict[str, Any]], _TxnWriter]:
+        return lambda conf: _TxnWriter(clients.producer(conf))
+
+    def close(self) -> None:
+        close = getattr(self.producer, "close", None)
+        if close is not None:
+            with warnings.catch_warnings():
+                # a producer is dropped because it failed (often: fenced); that
+                # aborting its transaction fails too is expected, not news
+                warnings.simplefilter("ignore", RuntimeWarning)
+                close()
+
+
+def _mirror_with(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    writer: _TxnWriter,
+    fresh: bool,
+    result: RangeResult,
+    log: Callable[..., None] | None,
+    clients: MirrorClients,
+    pool: ClientPool,
+) -> None:
     from mm.source import position
 
-    result = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
     key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
-    producer = clients.producer(_producer_conf(rt, spec))
     syncs = None if rt.offset_syncs_on_target else _SourceSyncWriter(rt, spec, key, clients)
-    consumer: Any = None
+    producer = writer.producer
     try:
-        try:
-            producer.init_transactions(60)
-        except KafkaException as exc:
-            raise wrap(exc, f"init transactions for {spec.target_topic}[{spec.partition}]") from exc
-        committed, metadata = read_state(rt, spec, clients=clients)
+        if fresh:
+            try:
+                producer.init_transactions(60)
+            except KafkaException as exc:
+                raise wrap(
+                    exc, f"init transactions for {spec.target_topic}[{spec.partition}]"
+                ) from exc
+        if writer.state is not None:
+            committed, metadata = writer.state
+        else:
+            committed, metadata = read_state(rt, spec, clients=clients, pool=pool)
+        # unknown again until this range ends well
+        writer.state = None
         state = decode_state(metadata)
         if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
             # the last committed transaction's syncs may not have reached the source
@@ -351,7 +506,8 @@ def mirror_range(
             start = position.start_without_state(rt, spec, clients, log)
             if start != spec.start:
                 # recovered: record it before anything else
-                _commit_position_only(producer, _group_metadata(rt, clients), spec, start)
+                _commit_position_only(producer, _group_metadata(rt, clients, pool), spec, start)
+                result.metadata = ""
         else:
             start = committed
             if start > spec.end:
@@ -364,48 +520,92 @@ def mirror_range(
             # an idle partition: commit the same position and metadata again, so
             # the broker does not expire them (mm.source.keepalive)
             _commit_position_only(
-                producer, _group_metadata(rt, clients), spec, committed, metadata or ""
+                producer, _group_metadata(rt, clients, pool), spec, committed, metadata or ""
             )
+            result.metadata = metadata or ""
             if log is not None:
                 log("mirror position refreshed", target_topic=spec.target_topic, position=committed)
         if start >= spec.end:
-            return result
-        consumer = clients.consumer(_consumer_conf(rt))
-        # metadata first: a fetch assigned before the leader is known waits ~0.5 s for it
-        consumer.list_topics(spec.topic, timeout=30)
-        consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
-        _mirror_loop(
-            rt,
-            spec,
-            producer,
-            consumer,
-            _group_metadata(rt, clients),
-            result,
-            syncs,
-            start,
-            # no position on the target yet: whatever the range ends with (even
-            # a stop at its first record) is committed, or the next range would
-            # start from its own planned start and skip what this one stopped at
-            start if committed >= 0 or start != spec.start else -1,
-            log,
-        )
-        return result
+            writer.state = _known_state(committed, metadata, result)
+            return
+        with pool.lease(
+            "source-consumer",
+            _consumer_conf(rt),
+            _SourceReader.factory(clients),
+            reset=_SourceReader.reset,
+        ) as lease:
+            reader = lease.client
+            consumer = reader.consumer
+            if spec.topic not in reader.topics:
+                # metadata first: a fetch assigned before the leader is known waits
+                # ~0.5 s for it
+                consumer.list_topics(spec.topic, timeout=30)
+                reader.topics.add(spec.topic)
+            consumer.assign([TopicPartition(spec.topic, spec.partition, start)])
+            _mirror_loop(
+                rt,
+                spec,
+                producer,
+                consumer,
+                _group_metadata(rt, clients, pool),
+                result,
+                syncs,
+                start,
+                # no position on the target yet: whatever the range ends with (even
+                # a stop at its first record) is committed, or the next range would
+                # start from its own planned start and skip what this one stopped at
+                start if committed >= 0 or start != spec.start else -1,
+                log,
+            )
+        writer.state = _known_state(committed, metadata, result)
     finally:
-        if consumer is not None:
-            consumer.close()
         if syncs is not None:
             # also when the loop failed: what it committed gets its syncs
             syncs.flush()
 
 
-def _group_metadata(rt: FlowRuntime, clients: MirrorClients) -> Any:
+def _known_state(
+    committed: int, metadata: str | None, result: RangeResult
+) -> tuple[int, str | None] | None:
+    """The partition's committed (position, metadata) after a range that ended well:
+    what the range committed last, else what it found; None when nothing is committed."""
+    if result.metadata is not None:
+        return result.position, result.metadata
+    if committed >= 0 and result.position == committed:
+        return committed, metadata
+    return None
+
+
+class _SourceReader:
+    """A pooled source consumer and the topics whose metadata it already has."""
+
+    __slots__ = ("consumer", "topics")
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
+        self.topics: set[str] = set()
+
+    @staticmethod
+    def factory(clients: MirrorClients) -> Callable[[dict[str, Any]], _SourceReader]:
+        return lambda conf: _SourceReader(clients.consumer(conf))
+
+    @staticmethod
+    def reset(reader: _SourceReader) -> None:
+        # nothing fetched for this range may reach the next user of the consumer
+        reader.consumer.unassign()
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _group_metadata(rt: FlowRuntime, clients: MirrorClients, pool: ClientPool | None = None) -> Any:
     """The state group's metadata for send_offsets_to_transaction (a copy: it outlives
     the consumer it comes from)."""
-    meta = clients.consumer(_state_consumer_conf(rt))
-    try:
-        return meta.consumer_group_metadata()
-    finally:
-        meta.close()
+    with (
+        _leased(pool) as p,
+        p.lease("state-consumer", _state_consumer_conf(rt), clients.consumer) as lease,
+    ):
+        return lease.client.consumer_group_metadata()
 
 
 def _mirror_loop(
@@ -606,6 +806,7 @@ def _mirror_loop(
                 if syncs is not None:
                     syncs.flush()  # the metadata below no longer carries their syncs
                 _commit_position_only(producer, group_metadata, spec, expected)
+                result.metadata = ""
             result.position = expected
             break
         _commit(
@@ -739,6 +940,7 @@ def _commit(
         )
     pairs = tracker.syncs(delivery.first)
     batch_id = uuid.uuid4().hex[:12]
+    metadata = encode_state(batch_id, pairs)
     try:
         if rt.offset_syncs_on_target:
             for i, (u, d) in enumerate(pairs):
@@ -756,7 +958,7 @@ def _commit(
                     spec.target_topic,
                     spec.partition,
                     next_pos,
-                    metadata=encode_state(batch_id, pairs),
+                    metadata=metadata,
                 )
             ],
             group_metadata,
@@ -773,6 +975,7 @@ def _commit(
         if isinstance(err, KafkaError) and err.txn_requires_abort():
             _abort(producer)
         raise wrap(exc, f"commit transaction for {where}") from exc
+    result.metadata = metadata
     result.records += tracker.count
     result.bytes += txn_bytes
     result.transactions += 1

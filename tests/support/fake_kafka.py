@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mm.source.clients import MirrorClients
 from mm.source.spec import FlowRuntime
@@ -89,6 +89,9 @@ class FakeCluster:
     sync_headers: list[tuple[int, Headers]] = field(default_factory=list)
     # every committed offset, in commit order: (group, topic, partition, offset, metadata)
     commits: list[tuple[str, str, int, int, str]] = field(default_factory=list)
+    # transactional.id -> the producer that initialised it last (the others are fenced)
+    owners: dict[str, Any] = field(default_factory=dict)
+    inits: int = 0
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         return self.logs.setdefault((topic, partition), PartitionLog())
@@ -219,6 +222,9 @@ class FakeConsumer:
             self._eof_sent = True
         return out
 
+    def unassign(self) -> None:
+        self._assigned = None
+
     def close(self) -> None:
         self.closed = True
 
@@ -236,6 +242,21 @@ class FakeProducer:
 
     def init_transactions(self, timeout: float = 0) -> None:
         assert self.transactional
+        c = self.cluster
+        c.inits += 1
+        old = c.owners.get(self.conf["transactional.id"])
+        if old is not None and old is not self and old._in_txn:
+            old._end(commit=False)  # the broker aborts what the fenced producer left open
+        c.owners[self.conf["transactional.id"]] = self
+
+    def _check_not_fenced(self) -> None:
+        if (
+            self.transactional
+            and self.cluster.owners.get(self.conf["transactional.id"]) is not self
+        ):
+            raise KafkaException(
+                KafkaError(KafkaError._FENCED, "fenced by a newer instance (fake)", fatal=True)
+            )
 
     def begin_transaction(self) -> None:
         assert self.transactional and not self._in_txn
@@ -256,6 +277,7 @@ class FakeProducer:
         if c.buffer_full_every and c._produce_calls % c.buffer_full_every == 0:
             raise BufferError("fake queue full")
         assert not self.transactional or self._in_txn, "produce outside a transaction"
+        self._check_not_fenced()
         p = max(partition, 0)
         hdrs: Headers = tuple((k, v) for k, v in (headers or []))
         state = "open" if self.transactional else "committed"
@@ -281,6 +303,7 @@ class FakeProducer:
         self, tps: list[TopicPartition], group_metadata: Any, timeout: float = 0
     ) -> None:
         assert self._in_txn
+        self._check_not_fenced()
         self._pending_offsets += [(str(group_metadata), tp) for tp in tps]
 
     def _end(self, commit: bool) -> None:
@@ -305,6 +328,7 @@ class FakeProducer:
         self._open, self._pending_offsets, self._in_txn = [], [], False
 
     def commit_transaction(self, timeout: float = 0) -> None:
+        self._check_not_fenced()
         self._end(commit=True)
 
     def abort_transaction(self, timeout: float = 0) -> None:

@@ -20,6 +20,7 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from mm_client.client_pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
 
@@ -115,6 +116,7 @@ def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]
     max_points=2,
     cuts=[1],
     buffer_full_every=0,
+    workers=[],
 )
 @example(
     log=(
@@ -131,6 +133,7 @@ def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]
     max_points=2,
     cuts=[1],
     buffer_full_every=0,
+    workers=[],
 )
 # found by this test: data deleted before it was mirrored, then a stop at the first
 # readable record; the loss was counted again by every later range
@@ -150,6 +153,18 @@ def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]
     max_points=2,
     cuts=[3],
     buffer_full_every=0,
+    workers=[],
+)
+# a partition moving between two workers: each keeps its producer, the one whose
+# producer the other fenced notices at its first transactional call
+@example(
+    log=([Rec(b"k", b"v", (), 1_700_000_000_000 + i) for i in range(9)], 0),
+    batch_sizes=[2],
+    max_records=2,
+    max_points=2,
+    cuts=[3, 5, 7],
+    buffer_full_every=0,
+    workers=[1, 2, 1, 1],
 )
 @given(
     log=source_logs(),
@@ -158,6 +173,9 @@ def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]
     max_points=st.integers(2, 8),
     cuts=st.lists(st.integers(0, 200), max_size=3),
     buffer_full_every=st.sampled_from([0, 0, 2, 3, 7]),
+    # which Python worker mirrors each range (cycled): 0 = clients built for the range
+    # alone, 1 and 2 = two workers' pools, whose producers outlive ranges
+    workers=st.lists(st.integers(0, 2), max_size=4),
 )
 def test_copy_loop_keeps_every_committed_record_exactly_once(
     log: tuple[list[Rec | None], int],
@@ -166,6 +184,7 @@ def test_copy_loop_keeps_every_committed_record_exactly_once(
     max_points: int,
     cuts: list[int],
     buffer_full_every: int,
+    workers: list[int],
 ) -> None:
     entries, log_start = log
     source = build_source(entries, log_start, batch_sizes)
@@ -182,10 +201,12 @@ def test_copy_loop_keeps_every_committed_record_exactly_once(
     bounds = sorted({0, end, *(c for c in cuts if c < end)})
     lost = 0
     stopped = []
-    for a, b in itertools.pairwise(bounds):
+    pools = {1: ClientPool(), 2: ClientPool()}
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
         spec = RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b, max_record_bytes=LIMIT)
+        pool = pools.get(workers[i % len(workers)]) if workers else None
         try:
-            result = mirror_range(rt, spec, clients=clients)
+            result = mirror_range(rt, spec, clients=clients, pool=pool)
         except RecordTooLargeError as exc:
             stopped.append(str(exc))
             assert exc.result is not None

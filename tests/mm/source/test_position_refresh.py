@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.datasource import InputPartition
 
 from mm.source.keepalive import REFRESH_PREFIX, RefreshClock
 from mm.source.plan import MirrorPlan
 from mm.source.reader import OPTION_PLAN, MirrorStreamReader
+from mm.source.shards import MirrorShard
 from mm.source.spec import RangeSpec
 from mm.source.state import encode_state
 from mm.source.task import mirror_range
@@ -82,6 +85,12 @@ def test_an_empty_range_without_refresh_commits_nothing() -> None:
     assert target.commits == []
 
 
+def _ranges(shards: Sequence[InputPartition]) -> list[RangeSpec]:
+    """The ranges of a batch's shards (a batch this small is one Spark task)."""
+    assert len(shards) == 1 and isinstance(shards[0], MirrorShard)
+    return list(shards[0].ranges)
+
+
 def _reader(tmp_path: Path, ends: dict[str, int], interval: float) -> MirrorStreamReader:
     plan = MirrorPlan(
         runtime=runtime(),
@@ -106,7 +115,7 @@ def test_planner_refreshes_idle_partitions_once_per_interval(
     start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 70}
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert not [k for k in end if k.startswith(REFRESH_PREFIX)]  # first sight: from now
-    specs = reader.partitions(start, end)
+    specs = _ranges(reader.partitions(start, end))
     assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [(1, 70, 80, {})]
 
     now[0] += 61  # partition 1 was planned at 10,000 too, so both are idle long enough
@@ -114,7 +123,7 @@ def test_planner_refreshes_idle_partitions_once_per_interval(
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert end[f"{REFRESH_PREFIX}{TOPIC}:0"] == end[f"{REFRESH_PREFIX}{TOPIC}:1"] == 1
     assert end[f"{TOPIC}:0"] == 50
-    specs = reader.partitions(start, end)
+    specs = _ranges(reader.partitions(start, end))
     assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [
         (0, 50, 50, {"refresh": True}),
         (1, 80, 80, {"refresh": True}),

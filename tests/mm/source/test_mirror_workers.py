@@ -1,0 +1,162 @@
+"""Pooled clients on real brokers: a partition moving between Python workers, and a
+worker killed in the middle of a range. (Two instances racing for the same
+partitions is test_mirror_exactly_once's second-instance test.)
+
+Each ``ClientPool`` here stands for one Spark Python worker (its clients outlive
+tasks). The target is judged as Apache Kafka's read_committed would serve it:
+the raw log with its transaction markers (Tansu serves aborted records to
+read_committed consumers, see tests/support/eos.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from mm_client.client_pool import ClientPool
+from support.mirror import create_topic
+
+from mm.kafka.rawlog import committed_view, read_log
+from mm.source.spec import FlowRuntime, RangeSpec
+from mm.source.task import mirror_range
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def workers() -> Iterator[list[ClientPool]]:
+    """Two workers' pools, their clients closed before the clusters stop."""
+    pools = [ClientPool(), ClientPool()]
+    yield pools
+    for pool in pools:
+        pool.clear()
+
+
+def _runtime(a: Any, b: Any, name: str, **kw: Any) -> FlowRuntime:
+    return FlowRuntime(
+        source="A",
+        target="B",
+        source_consumer={"bootstrap.servers": a.bootstrap_servers},
+        source_producer={"bootstrap.servers": a.bootstrap_servers},
+        target_producer={"bootstrap.servers": b.bootstrap_servers},
+        target_consumer={"bootstrap.servers": b.bootstrap_servers},
+        offset_syncs_topic=f"syncs-{name}",
+        offset_syncs_on_target=False,
+        state_group=f"__mm.mirror.{name}",
+        transactional_id_prefix=f"mm.{name}",
+        **kw,
+    )
+
+
+def _fill(bootstrap: str, topic: str, partitions: int, count: int, tag: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, f"{tag}-{i}".encode(), f"k{i % 5}".encode(), i % partitions)
+    assert p.flush(30) == 0
+
+
+def _source(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, Any]]:
+    return [(r.key, r.value) for r in committed_view(read_log(bootstrap, topic, partition)).records]
+
+
+def _target(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, Any]]:
+    return _source(bootstrap, topic, partition)
+
+
+def _setup(a: Any, b: Any, unique_topic: Callable[..., str], partitions: int) -> tuple[str, str]:
+    topic = unique_topic("moving")
+    create_topic(a.bootstrap_servers, topic, partitions)
+    create_topic(b.bootstrap_servers, f"A.{topic}", partitions)
+    return topic, f"A.{topic}"
+
+
+def test_a_partition_moving_between_workers_stays_exactly_once(
+    cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
+) -> None:
+    topic, target = _setup(cluster_a, cluster_b, unique_topic, 2)
+    rt = _runtime(cluster_a, cluster_b, topic, max_records_per_txn=40)
+    create_topic(cluster_a.bootstrap_servers, rt.offset_syncs_topic, 1)
+    fenced: list[str] = []
+
+    def log(event: str, **kw: Any) -> None:
+        if "fenced by another worker" in event:
+            fenced.append(kw.get("error", ""))
+
+    ends = dict.fromkeys(range(2), 0)
+    # Spark hands each micro-batch's task to whichever worker is free: here the
+    # partitions alternate between the two workers, batch after batch
+    for batch in range(6):
+        _fill(cluster_a.bootstrap_servers, topic, 2, 300, f"b{batch}")
+        for p in range(2):
+            end = ends[p] + 150
+            spec = RangeSpec(topic, p, target, ends[p], end)
+            result = mirror_range(rt, spec, log=log, pool=workers[(batch + p) % 2])
+            assert result.position == end, result
+            ends[p] = end
+    # every move after a partition's first visit to each worker found its cached
+    # producer fenced: 2 partitions x 4 moves back to a worker that had it before
+    assert len(fenced) == 8 and all("FENCED" in e for e in fenced), fenced
+    for p in range(2):
+        source = _source(cluster_a.bootstrap_servers, topic, p)
+        assert len(source) == 900
+        assert _target(cluster_b.bootstrap_servers, target, p) == source
+
+
+_WORKER = """
+import base64, pickle, sys
+from mm_client.client_pool import ClientPool
+from mm.source.task import FENCED_CODES, mirror_range
+rt, spec = pickle.loads(base64.b64decode(sys.argv[1]))
+mirror_range(rt, spec, pool=ClientPool())
+print("finished", flush=True)
+"""
+
+
+def _committed(b: Any, rt: FlowRuntime, target: str) -> int:
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap_servers,
+            "group.id": rt.state_group,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        return int(c.committed([TopicPartition(target, 0)], 10)[0].offset)
+    finally:
+        c.close()
+
+
+def test_a_worker_killed_mid_range_loses_nothing(
+    cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
+) -> None:
+    topic, target = _setup(cluster_a, cluster_b, unique_topic, 1)
+    rt = _runtime(cluster_a, cluster_b, topic, max_records_per_txn=50)
+    create_topic(cluster_a.bootstrap_servers, rt.offset_syncs_topic, 1)
+    _fill(cluster_a.bootstrap_servers, topic, 1, 20_000, "kill")
+    spec = RangeSpec(topic, 0, target, 0, 20_000)
+    arg = base64.b64encode(pickle.dumps((rt, spec))).decode()
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER, arg], stdout=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    position = -1
+    while position <= 0 and time.monotonic() < deadline and worker.poll() is None:
+        time.sleep(0.02)
+        position = _committed(cluster_b, rt, target)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+    assert 0 < position < 20_000, f"the worker was not killed mid-range (position {position})"
+    # Spark runs the task again, in another worker: the same range, fresh clients
+    result = mirror_range(rt, spec, pool=workers[0])
+    assert result.resumed_from >= position and result.position == 20_000
+    source = _source(cluster_a.bootstrap_servers, topic, 0)
+    assert len(source) == 20_000
+    assert _target(cluster_b.bootstrap_servers, target, 0) == source
