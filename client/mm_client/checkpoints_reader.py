@@ -52,12 +52,11 @@ from mm_client.connection import (
     Deadline,
     ErrorTrail,
     bootstrap_of,
-    describe_exception,
-    error_code,
     prepare,
     throwaway_consumer_conf,
 )
 from mm_client.errors import RecordDecodeError
+from mm_client.kafka.errors import describe_exception, error_code
 from mm_client.policy import ReplicationPolicy
 from mm_client.records import Checkpoint
 from mm_client.topic_partition import TopicPartition

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mm_client.cluster_errors import ClusterUnavailableError
-from mm_client.errors import KafkaOperationError
+from mm_client.kafka.errors import describe_exception, error_code
 from mm_client.policy import DefaultReplicationPolicy, ReplicationPolicy, policy_from_class_name
 
 __all__ = [
@@ -34,12 +34,9 @@ __all__ = [
     "ErrorTrail",
     "admin_client",
     "bootstrap_of",
-    "describe_exception",
-    "error_code",
     "list_topic_names",
     "prepare",
     "throwaway_consumer_conf",
-    "wrap_kafka_exception",
 ]
 
 POLICY_KEYS: Final = (
@@ -170,22 +167,6 @@ def admin_client(conf: Mapping[str, Any]) -> AdminClient:
     return AdminClient(out)
 
 
-def wrap_kafka_exception(exc: BaseException, context: str) -> KafkaOperationError:
-    """A KafkaException as KafkaOperationError with the librdkafka code kept."""
-    err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError):
-        return KafkaOperationError(
-            f"{context}: {err.str()}", code=err.name(), retriable=err.retriable()
-        )
-    return KafkaOperationError(f"{context}: {exc}")
-
-
-def error_code(exc: BaseException) -> str | None:
-    """The librdkafka error code name of a KafkaException, if it carries one."""
-    err = exc.args[0] if exc.args else None
-    return err.name() if isinstance(err, KafkaError) else None
-
-
 def list_topic_names(config: Mapping[str, Any], timeout: float) -> set[str]:
     """Names of all topics on the cluster (as MM2's ``listTopics``: internal ones excluded).
 
@@ -208,9 +189,3 @@ def list_topic_names(config: Mapping[str, Any], timeout: float) -> set[str]:
         ) from exc
     # Kafka's own internal topics (__consumer_offsets, __transaction_state) are not listed
     return {name for name in metadata.topics if not name.startswith("__")}
-
-
-def describe_exception(exc: BaseException) -> str:
-    """The librdkafka error text of a KafkaException (``str(exc)`` otherwise)."""
-    err = exc.args[0] if exc.args else None
-    return err.str() if isinstance(err, KafkaError) else str(exc)

@@ -46,12 +46,10 @@ from mm_client.connection import (
     ErrorTrail,
     admin_client,
     bootstrap_of,
-    describe_exception,
-    error_code,
     prepare,
-    wrap_kafka_exception,
 )
 from mm_client.errors import KafkaOperationError
+from mm_client.kafka.errors import describe_exception, error_code, kafka_error, wrap
 from mm_client.topic_partition import TopicPartition
 
 __all__ = [
@@ -135,7 +133,7 @@ def assign_translated(
         try:
             consumer.assign(assignment)
         except KafkaException as exc:
-            raise wrap_kafka_exception(exc, "assign translated offsets") from exc
+            raise wrap(exc, "assign translated offsets") from exc
     else:
         kafka = importlib.import_module("kafka")
         consumer.assign([kafka.TopicPartition(tp.topic, tp.partition) for tp, _ in chosen])
@@ -185,11 +183,11 @@ def _confluent_seek(consumer: Consumer, target: KafkaTopicPartition, deadline: D
             consumer.seek(target)
             return
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if not (isinstance(err, KafkaError) and err.code() == KafkaError._STATE):
-                raise wrap_kafka_exception(exc, f"seek {target.topic}[{target.partition}]") from exc
+            err = kafka_error(exc)
+            if not (err is not None and err.code() == KafkaError._STATE):
+                raise wrap(exc, f"seek {target.topic}[{target.partition}]") from exc
             if deadline.expired():
-                raise wrap_kafka_exception(
+                raise wrap(
                     exc,
                     f"seek {target.topic}[{target.partition}] to {target.offset}: partition "
                     f"not ready within {deadline.timeout:g}s",
@@ -219,7 +217,7 @@ def _confluent_commit(consumer: Consumer, wanted: dict[TopicPartition, int]) -> 
             asynchronous=False,
         )
     except KafkaException as exc:
-        raise wrap_kafka_exception(exc, "commit translated offsets") from exc
+        raise wrap(exc, "commit translated offsets") from exc
     failed = [ktp for ktp in answer or () if ktp.error is not None]
     if failed:
         first = failed[0].error
@@ -286,7 +284,7 @@ def commit_group_offsets(
                 bootstrap_servers=bootstrap,
                 code=error_code(exc),
             ) from exc
-        raise wrap_kafka_exception(exc, f"commit offsets of group {group} on {bootstrap}") from exc
+        raise wrap(exc, f"commit offsets of group {group} on {bootstrap}") from exc
     except TimeoutError as exc:
         raise ClusterUnavailableError(
             f"cluster {bootstrap} did not accept offsets for group {group} within {timeout:g}s"

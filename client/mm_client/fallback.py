@@ -67,12 +67,10 @@ from mm_client.connection import (
     ErrorTrail,
     admin_client,
     bootstrap_of,
-    describe_exception,
-    error_code,
     prepare,
     throwaway_consumer_conf,
-    wrap_kafka_exception,
 )
+from mm_client.kafka.errors import describe_exception, error_code, wrap
 from mm_client.policy import ReplicationPolicy
 from mm_client.topic_partition import TopicPartition
 
@@ -218,7 +216,7 @@ def committed_offsets(
                 bootstrap_servers=bootstrap,
                 code=code,
             ) from exc
-        raise wrap_kafka_exception(exc, f"list offsets of group {group} on {bootstrap}") from exc
+        raise wrap(exc, f"list offsets of group {group} on {bootstrap}") from exc
     out: dict[TopicPartition, int] = {}
     for ktp in answer.topic_partitions or ():
         if ktp.error is None and ktp.offset >= 0:

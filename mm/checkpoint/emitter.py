@@ -55,6 +55,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+from mm_client.kafka import (
+    AcknowledgedProducer,
+    describe_groups,
+    ensure_topic,
+    group_offsets,
+    wrap,
+)
 from mm_client.records import Checkpoint
 
 from mm.checkpoint import rules, snapshot
@@ -62,8 +69,7 @@ from mm.checkpoint.reader import offset_key
 from mm.checkpoint.rules import GroupOffset
 from mm.checkpoint.store import prune_bound
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import KafkaOperationError, MirrorError
-from mm.kafka.errors import wrap
+from mm.errors import MirrorError
 from mm.logs import get_logger
 from mm.source.runtime import offset_syncs_topic, state_group
 
@@ -213,8 +219,6 @@ class FlowCheckpointer:
     # --- start-up -----------------------------------------------------------------
     def start(self) -> None:
         """Load the snapshot, create the checkpoints topic, read the newest checkpoints."""
-        from mm.source.job import ensure_topic
-
         snap = snapshot.load(self.snapshot_path, self.flow.name)
         if snap is not None:
             self.snap = snap
@@ -225,7 +229,7 @@ class FlowCheckpointer:
                 "offset-syncs topic not checked", topic=self.syncs_topic, error=str(exc)
             )
         ensure_topic(
-            self._target_admin_conf,
+            self.target_admin,
             self.checkpoints_topic,
             f"cluster {self.flow.target}",
             self.flow.checkpoints_topic_replication_factor,
@@ -497,30 +501,12 @@ class FlowCheckpointer:
                 )
                 self._log_starts.pop((tp.topic, tp.partition), None)
 
-    def _group_offsets(
-        self, admin: AdminClient, groups: list[str], where: str
-    ) -> dict[str, list[TopicPartition]]:
-        futs = {
-            g: admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(g)], request_timeout=REQUEST_TIMEOUT
-            )[g]
-            for g in groups
-        }
-        out: dict[str, list[TopicPartition]] = {}
-        for g, fut in futs.items():
-            try:
-                out[g] = list(fut.result(REQUEST_TIMEOUT + 5).topic_partitions or [])
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if getattr(err, "name", lambda: "")() == "GROUP_ID_NOT_FOUND":
-                    continue  # deleted since it was listed
-                raise wrap(exc, f"committed offsets of group {g} on {where}") from exc
-        return out
-
     def _read_positions(self) -> None:
         from mm.source.state import decode_state
 
-        offsets = self._group_offsets(self.target_admin, [self.state_group], self.flow.target)
+        offsets = group_offsets(
+            self.target_admin, [self.state_group], REQUEST_TIMEOUT, self.flow.target
+        )
         store = self.snap.store
         for tp in offsets.get(self.state_group, []):
             if tp.error is not None or tp.offset < 0:
@@ -546,7 +532,11 @@ class FlowCheckpointer:
         """Committed offsets of the tracked groups, on partitions the store knows."""
         known = self.snap.store.partitions
         out: dict[str, dict[tuple[str, int], GroupOffset]] = {}
-        for g, tps in self._group_offsets(self.source_admin, self.groups, self.flow.source).items():
+        # a group deleted since it was listed has no offsets: nothing to translate
+        source_offsets = group_offsets(
+            self.source_admin, self.groups, REQUEST_TIMEOUT, self.flow.source
+        )
+        for g, tps in source_offsets.items():
             mine = {
                 (tp.topic, tp.partition): GroupOffset(tp.offset, tp.metadata or "")
                 for tp in tps
@@ -602,34 +592,10 @@ class FlowCheckpointer:
         return len(todo)
 
     def _produce(self, checkpoints: list[Checkpoint]) -> None:
-        failed: list[str] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                failed.append(err.str())
-
-        producer = self.producer
+        producer = AcknowledgedProducer(self.producer)
         for cp in checkpoints:
-            while True:
-                try:
-                    producer.produce(
-                        self.checkpoints_topic,
-                        cp.value_bytes(),
-                        cp.key_bytes(),
-                        partition=0,
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        remaining = producer.flush(REQUEST_TIMEOUT)
-        if remaining or failed:
-            raise KafkaOperationError(
-                f"writing checkpoints to {self.checkpoints_topic} failed: "
-                + (failed[0] if failed else f"{remaining} not acknowledged"),
-                code="_TIMED_OUT" if remaining else None,
-                retriable=True,
-            )
+            producer.produce(self.checkpoints_topic, cp.value_bytes(), cp.key_bytes(), partition=0)
+        producer.flush(REQUEST_TIMEOUT, f"writing checkpoints to {self.checkpoints_topic} failed")
         # only what the target acknowledged counts as emitted (all of it, or we raised)
         for cp in checkpoints:
             self.last[(cp.consumer_group, cp.topic, cp.partition)] = cp
@@ -658,24 +624,23 @@ class FlowCheckpointer:
         if not wanted:
             return
         admin = self.target_admin
-        described = admin.describe_consumer_groups(sorted(wanted), request_timeout=REQUEST_TIMEOUT)
-        for g, fut in sorted(described.items()):
+        described = describe_groups(admin, sorted(wanted), REQUEST_TIMEOUT)
+        for g, d in sorted(described.items()):
             try:
-                d = fut.result(REQUEST_TIMEOUT + 5)
-                state = getattr(d.state, "name", str(d.state))
-                members = len(d.members or [])
-                if not rules.group_is_idle(state, members):
+                if isinstance(d, Exception):
+                    raise d  # handled below as any failure of this group's sync
+                if not rules.group_is_idle(d.state, d.members):
                     self.stats.groups_skipped_active += 1
                     self.log.info(
                         "group offsets not synced: group active on the target",
                         group=g,
-                        state=state,
-                        members=members,
+                        state=d.state,
+                        members=d.members,
                     )
                     continue
                 have = {
                     (tp.topic, tp.partition): tp.offset
-                    for tp in self._group_offsets(admin, [g], self.flow.target).get(g, [])
+                    for tp in group_offsets(admin, [g], REQUEST_TIMEOUT, self.flow.target)[g]
                     if tp.error is None
                 }
                 plan = rules.plan_group_sync(wanted[g], have)

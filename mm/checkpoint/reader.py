@@ -130,8 +130,8 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     # --- planning (driver side) ---------------------------------------------------
     def _partitions(self) -> list[int]:
         from confluent_kafka import Consumer, KafkaException
+        from mm_client.kafka.errors import wrap
 
-        from mm.kafka.errors import wrap
         from mm.kafka.watermarks import probe_consumer_conf
 
         c = Consumer(probe_consumer_conf(self.consumer_conf))
@@ -189,9 +189,9 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     # --- reading (executor) ---------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+        from mm_client.kafka.errors import wrap
 
         from mm.errors import KafkaOperationError
-        from mm.kafka.errors import wrap
         from mm.kafka.watermarks import probe_consumer_conf
 
         assert isinstance(partition, SyncsRange)

@@ -204,74 +204,31 @@ class _Target:
 
     def describe(self, groups: list[str]) -> dict[str, tuple[str, int] | Exception]:
         """Group -> (state name, members listed), or the error describing it."""
-        from confluent_kafka import KafkaException
+        from mm_client.kafka import describe_groups
 
-        from mm.kafka.errors import wrap
-
-        futures = self.admin.describe_consumer_groups(groups, request_timeout=self.timeout)
-        out: dict[str, tuple[str, int] | Exception] = {}
-        for g in groups:
-            try:
-                d = futures[g].result(self.timeout + 5)
-            except KafkaException as exc:
-                if _code(exc) == "GROUP_ID_NOT_FOUND":  # no such group yet: nobody in it
-                    out[g] = ("DEAD", 0)
-                else:
-                    out[g] = wrap(exc, f"describe group {g}")
-                continue
-            except TimeoutError:
-                out[g] = TimeoutError(f"describe group {g}: no answer within {self.timeout:g}s")
-                continue
-            out[g] = (getattr(d.state, "name", str(d.state)), len(d.members or []))
-        return out
+        return {
+            g: d if isinstance(d, Exception) else (d.state, d.members)
+            for g, d in describe_groups(self.admin, groups, self.timeout).items()
+        }
 
     def committed(self, groups: list[str]) -> dict[str, dict[TP, int] | Exception]:
         """Group -> its committed offsets (partitions without one left out), or the error."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+        from mm_client.kafka import group_offsets_or_errors
 
-        from mm.kafka.errors import wrap
-
-        # librdkafka takes one group per request: send them all, then collect
-        futures = {
-            g: self.admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(g)], request_timeout=self.timeout
-            )[g]
-            for g in groups
-        }
         out: dict[str, dict[TP, int] | Exception] = {}
-        for g, fut in futures.items():
-            try:
-                res = fut.result(self.timeout + 5)
-            except KafkaException as exc:
-                if _code(exc) == "GROUP_ID_NOT_FOUND":
-                    out[g] = {}
-                else:
-                    out[g] = wrap(exc, f"committed offsets of group {g}")
+        for g, tps in group_offsets_or_errors(self.admin, groups, self.timeout).items():
+            if isinstance(tps, Exception):
+                out[g] = tps
                 continue
-            except TimeoutError:
-                out[g] = TimeoutError(
-                    f"committed offsets of group {g}: no answer within {self.timeout:g}s"
-                )
-                continue
-            bad = [tp for tp in res.topic_partitions or [] if tp.error is not None]
+            bad = [tp for tp in tps if tp.error is not None]
             if bad:
                 out[g] = RuntimeError(
                     f"committed offsets of group {g}: "
                     + ", ".join(f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in bad)
                 )
                 continue
-            out[g] = {
-                (tp.topic, tp.partition): tp.offset
-                for tp in res.topic_partitions or []
-                if tp.offset >= 0
-            }
+            out[g] = {(tp.topic, tp.partition): tp.offset for tp in tps if tp.offset >= 0}
         return out
-
-
-def _code(exc: Exception) -> str | None:
-    err = exc.args[0] if exc.args else None
-    name = getattr(err, "name", None)
-    return name() if callable(name) else None
 
 
 def run(args: argparse.Namespace) -> int:

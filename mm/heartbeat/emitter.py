@@ -17,7 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
+from mm_client.connection import admin_client
+from mm_client.kafka import AcknowledgedProducer, describe_exception, ensure_topic, error_code
 from mm_client.records import Heartbeat
 
 from mm.config import FlowConfig, MirrorConfig
@@ -98,8 +100,6 @@ class HeartbeatEmitter:
 
     def prepare(self, timeout: float = 30.0) -> None:
         """Create every source's heartbeats topic when missing (1 partition, compacted)."""
-        from mm.source.job import ensure_topic
-
         done: set[tuple[str, str]] = set()
         for flow in self.flows:
             key = (flow.source, self.topic(flow))
@@ -108,12 +108,12 @@ class HeartbeatEmitter:
             done.add(key)
             try:
                 ensure_topic(
-                    self._cfg.cluster(flow.source).librdkafka("admin"),
+                    admin_client(self._cfg.cluster(flow.source).librdkafka("admin")),
                     key[1],
                     f"cluster {flow.source}",
                     flow.heartbeats_topic_replication_factor,
-                    timeout,
                     config=TOPIC_CONFIG,
+                    timeout=timeout,
                 )
             except KafkaOperationError as exc:
                 if exc.code in FATAL_CODES:
@@ -150,41 +150,41 @@ class HeartbeatEmitter:
         errors: dict[str, str | None] = {f.name: None for f in flows}
         codes: dict[str, str | None] = {}
         sent: dict[str, Heartbeat] = {}
-        clusters: set[str] = set()
-
-        def on_delivery(name: str) -> Any:
-            def done(err: KafkaError | None, _msg: Any) -> None:
-                if err is not None:
-                    errors[name] = err.str()
-                    codes[name] = err.name()
-
-            return done
+        # one per source cluster, for this emit: failures are tagged with the flow's name
+        producers: dict[str, AcknowledgedProducer] = {}
 
         for flow in flows:
             beat = Heartbeat.now(flow.source, flow.target)
-            producer = self._producer(flow.source)
-            clusters.add(flow.source)
+            producer = producers.get(flow.source)
+            if producer is None:
+                producer = producers[flow.source] = AcknowledgedProducer(
+                    self._producer(flow.source)
+                )
             try:
                 producer.produce(
                     self.topic(flow),
                     beat.value_bytes(),
                     beat.key_bytes(),
+                    tag=flow.name,
                     partition=0,
                     timestamp=beat.timestamp,
-                    on_delivery=on_delivery(flow.name),
                 )
                 sent[flow.name] = beat
-            except (BufferError, KafkaException) as exc:
-                err = exc.args[0] if exc.args else None
-                errors[flow.name] = err.str() if isinstance(err, KafkaError) else str(exc)
-                codes[flow.name] = err.name() if isinstance(err, KafkaError) else None
+            except KafkaException as exc:
+                errors[flow.name] = describe_exception(exc)
+                codes[flow.name] = error_code(exc)
         deadline = time.monotonic() + DELIVERY_TIMEOUT_MS / 1000 + 5
-        for cluster in clusters:
-            remaining = self._producer(cluster).flush(max(0.1, deadline - time.monotonic()))
-            if remaining:
+        for cluster, producer in producers.items():
+            acks = producer.wait(max(0.1, deadline - time.monotonic()))
+            for failure in acks.failures:
+                errors[failure.tag] = failure.error.str()
+                codes[failure.tag] = failure.error.name()
+            if acks.unacknowledged:
                 for flow in flows:
                     if flow.source == cluster and errors[flow.name] is None:
-                        errors[flow.name] = f"{remaining} heartbeats not acknowledged in time"
+                        errors[flow.name] = (
+                            f"{acks.unacknowledged} heartbeats not acknowledged in time"
+                        )
                         codes[flow.name] = "_TIMED_OUT"
         by_name = {f.name: f for f in flows}
         for name, error in errors.items():

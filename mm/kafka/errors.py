@@ -1,23 +1,8 @@
-"""Turns confluent-kafka errors into the toolkit's error type, code kept."""
+"""Kafka errors as the toolkit's error type: the one implementation is
+:mod:`mm_client.kafka.errors`, re-exported for modules that import it from here."""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, KafkaException
+from mm_client.kafka.errors import wrap
 
-from mm.errors import KafkaOperationError
-
-
-def wrap(exc: KafkaException, context: str) -> KafkaOperationError:
-    err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError):
-        return KafkaOperationError(
-            f"{context}: {err.str()}", code=err.name(), retriable=err.retriable()
-        )
-    return KafkaOperationError(f"{context}: {exc}")
-
-
-def check(err: KafkaError | None, context: str) -> None:
-    if err is not None:
-        raise KafkaOperationError(
-            f"{context}: {err.str()}", code=err.name(), retriable=err.retriable()
-        )
+__all__ = ["wrap"]

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, TopicPartition
+from mm_client.kafka.errors import wrap
 
 from mm.errors import KafkaOperationError
-from mm.kafka.errors import wrap
 
 
 def probe_consumer_conf(base: Mapping[str, str]) -> dict[str, str | int | bool]:

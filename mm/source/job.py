@@ -15,18 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from mm_client.kafka.admin import ensure_topic
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import ConfigError, MirrorError
-from mm.kafka.errors import wrap
 from mm.logs import get_logger
 from mm.signals import stop_on_signals
 from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
 from mm.source.topics import TopicMirrorPlanner
-
-INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 # The offset-syncs topic is NOT compacted (MM2 compacts it): exact translation of a
 # group needs every sync between its offset and the head, and compaction keeps one
@@ -51,10 +48,15 @@ def offset_syncs_topic_config(cfg: MirrorConfig) -> dict[str, str]:
     return {"cleanup.policy": "delete", "retention.ms": str(ms)}
 
 
+def _admin(cfg: MirrorConfig, cluster: str) -> AdminClient:
+    conf: dict[str, Any] = cfg.cluster(cluster).librdkafka("admin")
+    return AdminClient(conf)
+
+
 def ensure_offset_syncs_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
     where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
     ensure_topic(
-        cfg.cluster(where).librdkafka("admin"),
+        _admin(cfg, where),
         offset_syncs_topic(flow),
         f"cluster {where}",
         flow.offset_syncs_topic_replication_factor,
@@ -92,41 +94,6 @@ def topic_planner(cfg: MirrorConfig, flow: FlowConfig) -> TopicMirrorPlanner:
     return TopicMirrorPlanner(
         **planner_settings(cfg, flow), log=get_logger("mm.mirror.planner", flow=flow.name)
     )
-
-
-def ensure_topic(
-    admin_conf: dict[str, Any],
-    topic: str,
-    where: str,
-    replication_factor: int,
-    timeout: float = 30.0,
-    config: dict[str, str] | None = None,
-) -> None:
-    """Create a one-partition internal topic (compacted unless ``config`` says
-    otherwise) when it is missing; an existing topic is left as it is."""
-    admin = AdminClient(admin_conf)
-    try:
-        md = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise wrap(exc, f"list topics on {where}") from exc
-    if topic in md.topics and md.topics[topic].error is None:
-        return
-    fut = admin.create_topics(
-        [
-            NewTopic(
-                topic,
-                1,
-                replication_factor,
-                config=INTERNAL_TOPIC_CONFIG if config is None else config,
-            )
-        ],
-        request_timeout=timeout,
-    )[topic]
-    try:
-        fut.result(timeout)
-    except KafkaException as exc:
-        if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-            raise wrap(exc, f"create {topic} on {where}") from exc
 
 
 def batch_handler(flow: FlowConfig, stats: FlowStats) -> Callable[[Any, int], None]:
@@ -257,7 +224,7 @@ def _run_flows(
 
         if flow.errors_tolerance == "all" and flow.errors_deadletterqueue_topic_name:
             ensure_topic(
-                cfg.cluster(flow.target).librdkafka("admin"),
+                _admin(cfg, flow.target),
                 flow.errors_deadletterqueue_topic_name,
                 f"cluster {flow.target}",
                 flow.replication_factor,

@@ -31,10 +31,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from mm_client.errors import RecordDecodeError
+from mm_client.kafka.errors import wrap
 from mm_client.records import OffsetSync
 
 from mm.errors import KafkaOperationError
-from mm.kafka.errors import wrap
 from mm.kafka.watermarks import watermarks
 from mm.source.clients import MirrorClients
 from mm.source.spec import FlowRuntime, RangeSpec

@@ -47,10 +47,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from mm_client.kafka.admin import topic_created
+from mm_client.kafka.errors import wrap
 from mm_client.policy import ReplicationPolicy, would_cycle
 
 from mm.errors import MirrorError
-from mm.kafka.errors import wrap
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's broker default message.max.bytes
 
@@ -301,12 +302,10 @@ class TopicMirrorPlanner:
             futures = self._target.create_topics(to_create, request_timeout=timeout)
             for target, fut in futures.items():
                 try:
-                    fut.result(timeout)
-                    self._log.info("created target topic", target_topic=target)
+                    if topic_created(fut, timeout):
+                        self._log.info("created target topic", target_topic=target)
                 except KafkaException as exc:
-                    err = exc.args[0]
-                    if getattr(err, "name", lambda: "")() != "TOPIC_ALREADY_EXISTS":
-                        raise wrap(exc, f"create topic {target} on {self._target_alias}") from exc
+                    raise wrap(exc, f"create topic {target} on {self._target_alias}") from exc
         ok = [t for t in wanted if t not in self.failed]
         limits = self._record_limits([names[t] for t in ok], timeout)
         for t in ok:

@@ -27,12 +27,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import KafkaException
+from mm_client.kafka.errors import wrap
 from mm_client.records import Checkpoint, Heartbeat
 
 from mm.checkpoint import snapshot
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError, RecordDecodeError
-from mm.kafka.errors import wrap
 from mm.source.runtime import offset_syncs_topic, state_group
 from mm.source.topics import select_topics
 from mm.status import reads

@@ -19,15 +19,15 @@ from typing import Any, Literal
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
+from mm_client.kafka import group_offsets as committed_offsets
+from mm_client.kafka import wrap
 
 from mm.errors import KafkaOperationError
-from mm.kafka.errors import wrap
 from mm.kafka.watermarks import watermarks
 
 Key = tuple[str, int]
@@ -197,22 +197,9 @@ def group_offsets(
     admin_conf: Mapping[str, Any], groups: Iterable[str], where: str, timeout: float
 ) -> dict[str, dict[Key, int]]:
     """Committed offsets of ``groups`` (a group without any is left out)."""
-    admin = AdminClient(dict(admin_conf))
-    futs = {
-        g: admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(g)], request_timeout=timeout
-        )[g]
-        for g in groups
-    }
     out: dict[str, dict[Key, int]] = {}
-    for g, fut in futs.items():
-        try:
-            tps = list(fut.result(timeout + 5).topic_partitions or [])
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if getattr(err, "name", lambda: "")() == "GROUP_ID_NOT_FOUND":
-                continue
-            raise wrap(exc, f"committed offsets of group {g} on {where}") from exc
+    read = committed_offsets(AdminClient(dict(admin_conf)), groups, timeout, where)
+    for g, tps in read.items():
         offsets = {
             (tp.topic, tp.partition): tp.offset
             for tp in tps

@@ -20,11 +20,11 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from mm_client.errors import RecordDecodeError
+from mm_client.kafka.errors import wrap
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
 from mm.config import ClusterConfig
 from mm.errors import ConfigError, KafkaOperationError
-from mm.kafka.errors import wrap
 from mm.kafka.rawlog import Connection, LogRecord, RawLogError, ScanStats, scan_committed
 from mm.kafka.watermarks import watermarks
 from mm.verify.compare import CheckpointIn, Sync

@@ -257,3 +257,47 @@ def test_inexact_translations_are_counted_and_reported(tmp_path: Path) -> None:
     assert report.syncs_cleanup_policy == "compact"
     assert report.syncs_topic == SYNCS
     assert "inexact=1" in w.stats.summary() and "holes=1" in w.stats.summary()
+
+
+# --- writing checkpoints: only what the target acknowledged counts ---------------------------
+
+
+class _SlowProducer(FakeProducer):
+    """Queue full on the first produce; at flush two records are still unanswered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = True
+        self.polls = 0
+
+    def produce(self, topic: str, value: bytes, key: bytes, **kw: Any) -> None:
+        if self.full:
+            self.full = False
+            raise BufferError("queue full")
+        super().produce(topic, value, key, **kw)
+
+    def poll(self, _timeout: float = 0) -> int:
+        self.polls += 1
+        return 0
+
+    def flush(self, _timeout: float = 0) -> int:
+        return 2
+
+
+def test_unacknowledged_checkpoints_fail_the_round_and_are_not_counted(tmp_path: Path) -> None:
+    from mm_client.records import Checkpoint
+
+    from mm.errors import KafkaOperationError
+
+    w = _checkpointer(tmp_path)
+    producer = _SlowProducer()
+    w._producer = producer  # type: ignore[assignment]
+    cps = [Checkpoint("g", "A.orders", p, 10, 10, "") for p in (0, 1)]
+    with pytest.raises(KafkaOperationError) as raised:
+        w._produce(cps)
+    assert str(raised.value) == (
+        f"writing checkpoints to {w.checkpoints_topic} failed: 2 not acknowledged (code=_TIMED_OUT)"
+    )
+    assert raised.value.retriable
+    assert producer.polls == 1 and len(producer.records) == 2  # the full queue was waited out
+    assert w.last == {} and w.stats.checkpoints == 0

@@ -230,6 +230,41 @@ def test_transient_failure_is_retried_not_fatal(monkeypatch: pytest.MonkeyPatch)
     assert emitter.stats["A->B"].failed == 1 and emitter.stats["A->B"].emitted == 0
 
 
+class _SlowProducer:
+    """Its queue is full once; then records are queued and never answered in time."""
+
+    def __init__(self) -> None:
+        self.full = True
+        self.queued = 0
+
+    def produce(self, *_args: Any, **_kw: Any) -> None:
+        if self.full:
+            self.full = False
+            raise BufferError("queue full")
+        self.queued += 1
+
+    def poll(self, _timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, _timeout: float = 0) -> int:
+        return self.queued
+
+
+@pytest.mark.unit
+def test_unacknowledged_heartbeats_are_reported_per_flow(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = build_config(
+        {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092"}
+        | {"A->B.enabled": "true"}
+    )
+    emitter = HeartbeatEmitter(cfg, cfg.enabled_flows(), log=get_logger("test"))
+    producer = _SlowProducer()
+    monkeypatch.setattr(emitter, "_producer", lambda _cluster: producer)
+    errors = emitter.emit(emitter.flows)
+    assert producer.queued == 1  # a full queue is waited out, not reported
+    assert errors == {"A->B": "1 heartbeats not acknowledged in time"}
+    assert emitter.stats["A->B"].failed == 1
+
+
 @pytest.mark.unit
 def test_unwritable_messages() -> None:
     auth = unwritable_message("_AUTHENTICATION", "heartbeats", "A", "A->B", "bad password")

@@ -1,0 +1,161 @@
+"""Admin reads and writes the jobs share: topics created once, groups read leniently.
+
+Each takes an AdminClient the caller owns. Group requests are all sent before
+any answer is awaited (librdkafka takes one group per offsets request).
+Per-group helpers return the error as the group's value, so a caller that
+reports groups one by one is not stopped by one of them; the strict
+:func:`group_offsets` raises the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Final
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mm_client.kafka.errors import error_code, wrap
+
+__all__ = [
+    "COMPACTED",
+    "GroupState",
+    "describe_groups",
+    "ensure_topic",
+    "group_offsets",
+    "group_offsets_or_errors",
+    "topic_created",
+]
+
+# MM2's internal topics (checkpoints, heartbeats) are compacted
+COMPACTED: Final[Mapping[str, str]] = {"cleanup.policy": "compact"}
+# seconds a future is awaited beyond the request's own timeout (which librdkafka enforces)
+_GRACE = 5.0
+
+
+def topic_created(future: Future[Any], timeout: float) -> bool:
+    """Await one ``create_topics`` future: True when created, False when the topic
+    already existed (another creator got there first). Other errors raise."""
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        if error_code(exc) == "TOPIC_ALREADY_EXISTS":
+            return False
+        raise
+    return True
+
+
+def ensure_topic(
+    admin: AdminClient,
+    topic: str,
+    where: str,
+    replication_factor: int,
+    *,
+    config: Mapping[str, str] = COMPACTED,
+    partitions: int = 1,
+    timeout: float = 30.0,
+) -> bool:
+    """Create ``topic`` when it is missing; an existing topic is left as it is.
+
+    True when created. Raises KafkaOperationError naming ``where`` (``"cluster B"``).
+    """
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise wrap(exc, f"list topics on {where}") from exc
+    if topic in md.topics and md.topics[topic].error is None:
+        return False
+    new = NewTopic(topic, partitions, replication_factor, config=dict(config))
+    future = admin.create_topics([new], request_timeout=timeout)[topic]
+    try:
+        return topic_created(future, timeout)
+    except KafkaException as exc:
+        raise wrap(exc, f"create {topic} on {where}") from exc
+
+
+def _on(where: str | None) -> str:
+    return f" on {where}" if where else ""
+
+
+def group_offsets_or_errors(
+    admin: AdminClient, groups: Iterable[str], timeout: float, where: str | None = None
+) -> dict[str, list[TopicPartition] | Exception]:
+    """Each group's committed offsets, or the error reading them.
+
+    A group that does not exist (GROUP_ID_NOT_FOUND: never committed, or deleted)
+    has none: ``[]``. Errors are KafkaOperationError (``"committed offsets of group
+    G[ on <where>]: ..."``) or TimeoutError when the answer did not come in time.
+    """
+    futures = {
+        g: admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(g)], request_timeout=timeout
+        )[g]
+        for g in groups
+    }
+    out: dict[str, list[TopicPartition] | Exception] = {}
+    for g, future in futures.items():
+        what = f"committed offsets of group {g}{_on(where)}"
+        try:
+            out[g] = list(future.result(timeout + _GRACE).topic_partitions or [])
+        except KafkaException as exc:
+            if error_code(exc) == "GROUP_ID_NOT_FOUND":
+                out[g] = []
+            else:
+                error = wrap(exc, what)
+                error.__cause__ = exc
+                out[g] = error
+        except TimeoutError:
+            out[g] = TimeoutError(f"{what}: no answer within {timeout:g}s")
+    return out
+
+
+def group_offsets(
+    admin: AdminClient, groups: Iterable[str], timeout: float, where: str | None = None
+) -> dict[str, list[TopicPartition]]:
+    """:func:`group_offsets_or_errors`, raising the first error."""
+    out: dict[str, list[TopicPartition]] = {}
+    for g, result in group_offsets_or_errors(admin, groups, timeout, where).items():
+        if isinstance(result, Exception):
+            raise result
+        out[g] = result
+    return out
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """A consumer group as described: state name (``"STABLE"``, ``"EMPTY"``,
+    ``"DEAD"``...) and how many members it lists."""
+
+    state: str
+    members: int
+
+
+def describe_groups(
+    admin: AdminClient, groups: list[str], timeout: float
+) -> dict[str, GroupState | Exception]:
+    """Each group's state, or the error describing it.
+
+    A group that does not exist (GROUP_ID_NOT_FOUND) is ``DEAD`` with no member,
+    as Kafka describes a group that has none. Errors are KafkaOperationError
+    (``"describe group G: ..."``) or TimeoutError.
+    """
+    futures = admin.describe_consumer_groups(groups, request_timeout=timeout)
+    out: dict[str, GroupState | Exception] = {}
+    for g in groups:
+        try:
+            d = futures[g].result(timeout + _GRACE)
+        except KafkaException as exc:
+            if error_code(exc) == "GROUP_ID_NOT_FOUND":
+                out[g] = GroupState("DEAD", 0)
+            else:
+                error = wrap(exc, f"describe group {g}")
+                error.__cause__ = exc
+                out[g] = error
+            continue
+        except TimeoutError:
+            out[g] = TimeoutError(f"describe group {g}: no answer within {timeout:g}s")
+            continue
+        out[g] = GroupState(getattr(d.state, "name", str(d.state)), len(d.members or []))
+    return out

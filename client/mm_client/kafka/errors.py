@@ -1,0 +1,47 @@
+"""The one place a KafkaException is unwrapped.
+
+confluent-kafka raises ``KafkaException`` with the ``KafkaError`` in ``args[0]``
+(and sometimes without one); everything here reads it the same way, so a
+wrapped error always keeps the librdkafka code name and whether it is retriable.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+
+from mm_client.errors import KafkaOperationError
+
+__all__ = ["describe_exception", "error_code", "kafka_error", "wrap", "wrap_error"]
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError a KafkaException carries, if any."""
+    err = exc.args[0] if exc.args else None
+    return err if isinstance(err, KafkaError) else None
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The librdkafka error code name (``"GROUP_ID_NOT_FOUND"``) of a KafkaException."""
+    err = kafka_error(exc)
+    return err.name() if err is not None else None
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The librdkafka error text of a KafkaException (``str(exc)`` otherwise)."""
+    err = kafka_error(exc)
+    return err.str() if err is not None else str(exc)
+
+
+def wrap_error(err: KafkaError, context: str) -> KafkaOperationError:
+    """A KafkaError (a delivery report's, say) as KafkaOperationError, code kept."""
+    return KafkaOperationError(
+        f"{context}: {err.str()}", code=err.name(), retriable=err.retriable()
+    )
+
+
+def wrap(exc: BaseException, context: str) -> KafkaOperationError:
+    """A KafkaException as KafkaOperationError: ``"<context>: <librdkafka text>"``, code kept."""
+    err = kafka_error(exc)
+    if err is not None:
+        return wrap_error(err, context)
+    return KafkaOperationError(f"{context}: {exc}")
