@@ -39,7 +39,7 @@ class FlowRuntime:
     # ranges a Spark task mirrors at once (one thread each; the copying releases
     # the GIL while librdkafka waits on the network)
     task_threads: int = 8
-    # clients a Python worker keeps between tasks (mm_client.client_pool): about
+    # clients a Python worker keeps between tasks (mm_client.kafka.pool): about
     # one transactional producer per target partition it mirrors
     pool_max_clients: int = 4096
 

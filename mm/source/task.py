@@ -52,7 +52,8 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from mm_client.client_pool import ClientPool
+from mm_client.kafka import AcknowledgedProducer, error_code, kafka_error, produce_retrying
+from mm_client.kafka.pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
@@ -273,54 +274,41 @@ class _SourceSyncWriter:
     ) -> None:
         self._rt, self._spec, self._key, self._clients = rt, spec, key, clients
         self._batch: str | None = None  # newest batch whose syncs were produced
-        self._errors: list[str] = []
-        self._producer: Producer | None = None
-
-    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            self._errors.append(err.str())
+        self._acks: AcknowledgedProducer | None = None
 
     def write(self, syncs: list[tuple[int, int]], batch_id: str) -> None:
-        if self._producer is None:
+        if self._acks is None:
             factory = self._clients.sync_producer
             if factory is None:
-                self._producer = _sync_producer(self._rt)
+                self._acks = AcknowledgedProducer(_sync_producer(self._rt))
             else:
-                self._producer = factory(_sync_producer_conf(self._rt))
+                self._acks = AcknowledgedProducer(factory(_sync_producer_conf(self._rt)))
         spec = self._spec
         for i, (u, d) in enumerate(syncs):
             s = OffsetSync(spec.topic, spec.partition, u, d)
-            while True:
-                try:
-                    self._producer.produce(
-                        self._rt.offset_syncs_topic,
-                        s.value_bytes(),
-                        s.key_bytes(),
-                        partition=0,
-                        on_delivery=self._on_delivery,
-                        headers=None if i else _TXN_FIRST,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
-        self._producer.poll(0)
+            self._acks.produce(
+                self._rt.offset_syncs_topic,
+                s.value_bytes(),
+                s.key_bytes(),
+                partition=0,
+                headers=None if i else _TXN_FIRST,
+            )
+        self._acks.producer.poll(0)
         self._batch = batch_id
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait for every produced sync; raises when one was not written."""
-        if self._producer is None:
+        if self._acks is None:
             return
         spec = self._spec
-        remaining = self._producer.flush(timeout)
-        if remaining or self._errors:
+        error = self._acks.wait(timeout).error(
+            f"offset syncs for {spec.topic}[{spec.partition}] not written to "
+            f"{self._rt.offset_syncs_topic} within {timeout:.0f}s",
+            code="_TIMED_OUT",
+        )
+        if error is not None:
             _SYNC_PRODUCERS.pop(_sync_producer_key(self._rt), None)  # start afresh next time
-            what = self._errors[0] if self._errors else f"{remaining} not acknowledged"
-            raise KafkaOperationError(
-                f"offset syncs for {spec.topic}[{spec.partition}] not written to "
-                f"{self._rt.offset_syncs_topic} within {timeout:.0f}s: {what}",
-                code="_TIMED_OUT",
-                retriable=True,
-            )
+            raise error
         if self._batch is not None:
             _SYNCS_WRITTEN[self._key] = self._batch
 
@@ -334,11 +322,14 @@ def _sync_producer_conf(rt: FlowRuntime) -> dict[str, Any]:
 
 
 def _sync_producer(rt: FlowRuntime) -> Producer:
+    """The worker's producer of offset syncs (shared by a task's threads: syncs are
+    not transactional, so one producer serves every partition)."""
     key = _sync_producer_key(rt)
-    producer = _SYNC_PRODUCERS.get(key)
-    if producer is None:
-        producer = Producer(_sync_producer_conf(rt))
-        _SYNC_PRODUCERS[key] = producer
+    with _WORKER_POOL_LOCK:
+        producer = _SYNC_PRODUCERS.get(key)
+        if producer is None:
+            producer = Producer(_sync_producer_conf(rt))
+            _SYNC_PRODUCERS[key] = producer
     return producer
 
 
@@ -384,7 +375,7 @@ def mirror_range(
 ) -> RangeResult:
     """Mirror ``spec`` and return what happened. Raises on errors that stop the partition.
 
-    With ``pool`` (the worker's :class:`~mm_client.client_pool.ClientPool`), the
+    With ``pool`` (the worker's :class:`~mm_client.kafka.pool.ClientPool`), the
     clients outlive the range: the partition's transactional producer is reused
     without ``init_transactions`` while it stays valid. A reused producer that
     another worker fenced since (the partition moved) fails at its first
@@ -426,9 +417,7 @@ def _kafka_cause(exc: BaseException | None) -> BaseException | None:
     for _ in range(4):
         if exc is None:
             return None
-        if isinstance(exc, KafkaOperationError) or (
-            isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError)
-        ):
+        if isinstance(exc, KafkaOperationError) or kafka_error(exc) is not None:
             return exc
         exc = exc.__cause__ or exc.__context__
     return None
@@ -438,9 +427,7 @@ def _error_code(exc: BaseException | None) -> str | None:
     cause = _kafka_cause(exc)
     if isinstance(cause, KafkaOperationError):
         return cause.code
-    if isinstance(cause, KafkaException):
-        return str(cause.args[0].name())
-    return None
+    return error_code(cause) if cause is not None else None
 
 
 class _TxnWriter:
@@ -692,7 +679,15 @@ def _mirror_loop(
                                 headers=m.headers(),
                             )
                         except BufferError:
-                            _produce_when_room(producer, m, target_topic, partition)
+                            _produce_waiting(
+                                producer,
+                                target_topic,
+                                value,
+                                k,
+                                partition,
+                                timestamp=m.timestamp()[1],
+                                headers=m.headers(),
+                            )
                         except KafkaException as exc:
                             raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
                 if not fast:
@@ -738,7 +733,7 @@ def _mirror_loop(
                         if not in_txn:
                             producer.begin_transaction()
                             in_txn = True
-                        _dead_letter(produce, poll, rt.dead_letter_topic, m, reason)
+                        _dead_letter(producer, rt.dead_letter_topic, m, reason)
                         result.dead_lettered += 1
                         if log is not None:
                             log(
@@ -757,24 +752,18 @@ def _mirror_loop(
                         in_txn = True
                     # here only for a transaction's first record (n == 0): its
                     # delivery report gives the target offset the syncs start from
-                    while True:
-                        try:
-                            produce(
-                                target_topic,
-                                value,
-                                k,
-                                partition,
-                                on_delivery=delivery.on_first,
-                                timestamp=m.timestamp()[1],
-                                headers=m.headers(),
-                            )
-                            break
-                        except BufferError:
-                            poll(0.05)
-                        except KafkaException as exc:
-                            # typically fenced: another task took this transactional.id
-                            # (a retry, or a second mirror of the flow running)
-                            raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
+                    # (a KafkaException here is typically a fence: another task took
+                    # this transactional.id, a retry or a second mirror of the flow)
+                    _produce_waiting(
+                        producer,
+                        target_topic,
+                        value,
+                        k,
+                        partition,
+                        on_delivery=delivery.on_first,
+                        timestamp=m.timestamp()[1],
+                        headers=m.headers(),
+                    )
                 if off != last_off + 1:
                     if run_len:
                         tracker.add_contiguous(run_start, run_len)
@@ -826,29 +815,17 @@ def _mirror_loop(
         raise RecordTooLargeError(stop_error, result)
 
 
-def _produce_when_room(producer: Producer, m: Message, topic: str, partition: int) -> None:
-    """Produce ``m`` once the producer's queue has room again."""
-    while True:
-        producer.poll(0.05)
-        try:
-            producer.produce(
-                topic,
-                m.value(),
-                m.key(),
-                partition,
-                timestamp=m.timestamp()[1],
-                headers=m.headers(),
-            )
-            return
-        except BufferError:
-            continue
-        except KafkaException as exc:
-            raise wrap(exc, f"produce to {topic}[{partition}]") from exc
+def _produce_waiting(producer: Producer, topic: str, *args: Any, **kwargs: Any) -> None:
+    """Produce once the producer's queue has room; Kafka errors wrapped, naming where."""
+    try:
+        produce_retrying(producer, topic, *args, **kwargs)
+    except KafkaException as exc:
+        partition = args[2] if len(args) > 2 else kwargs.get("partition", -1)
+        raise wrap(exc, f"produce to {topic}[{partition}]") from exc
 
 
 def _dead_letter(
-    produce: Callable[..., None],
-    poll: Callable[[float], int],
+    producer: Producer,
     dlq_topic: str,
     m: Message,
     reason: str,
@@ -864,12 +841,9 @@ def _dead_letter(
         ("__connect.errors.exception.class.name", "mm.source.task.RecordTooLargeError"),
         ("__connect.errors.exception.message", reason),
     ]
-    while True:
-        try:
-            produce(dlq_topic, m.value(), m.key(), timestamp=m.timestamp()[1], headers=headers)
-            return
-        except BufferError:
-            poll(0.05)
+    _produce_waiting(
+        producer, dlq_topic, m.value(), m.key(), timestamp=m.timestamp()[1], headers=headers
+    )
 
 
 def _commit_position_only(
@@ -971,8 +945,8 @@ def _commit(
             syncs.flush()
         producer.commit_transaction(120)
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and err.txn_requires_abort():
+        err = kafka_error(exc)
+        if err is not None and err.txn_requires_abort():
             _abort(producer)
         raise wrap(exc, f"commit transaction for {where}") from exc
     result.metadata = metadata

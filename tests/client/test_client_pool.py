@@ -1,4 +1,4 @@
-"""mm_client.client_pool: clients lent one user at a time, dropped when their use failed."""
+"""mm_client.kafka.pool: clients lent one user at a time, dropped when their use failed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 import pytest
-from mm_client.client_pool import ClientPool, pool_key
+from mm_client.kafka.pool import ClientPool, pool_key
 
 pytestmark = pytest.mark.unit
 

@@ -1,7 +1,8 @@
-"""The toolkit's Kafka layer: error unwrapping, producing, admin helpers.
+"""The toolkit's Kafka layer: error unwrapping, producing, admin helpers, a client pool.
 
 Small on purpose: each helper replaces code the jobs had repeated. Nothing here
-builds clients from configuration; callers pass the clients they own.
+builds clients from configuration; callers pass the clients (or, to the pool,
+the factories) they own.
 """
 
 from mm_client.kafka.admin import (
@@ -14,6 +15,7 @@ from mm_client.kafka.admin import (
     topic_created,
 )
 from mm_client.kafka.errors import describe_exception, error_code, kafka_error, wrap, wrap_error
+from mm_client.kafka.pool import ClientPool, Lease
 from mm_client.kafka.produce import (
     AcknowledgedProducer,
     Acknowledgements,
@@ -25,8 +27,10 @@ __all__ = [
     "COMPACTED",
     "AcknowledgedProducer",
     "Acknowledgements",
+    "ClientPool",
     "DeliveryFailure",
     "GroupState",
+    "Lease",
     "describe_exception",
     "describe_groups",
     "ensure_topic",

@@ -20,7 +20,7 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from mm_client.client_pool import ClientPool
+from mm_client.kafka.pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
 

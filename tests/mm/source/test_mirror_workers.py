@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from mm_client.client_pool import ClientPool
+from mm_client.kafka.pool import ClientPool
 from support.mirror import create_topic
 
 from mm.kafka.rawlog import committed_view, read_log
@@ -112,7 +112,7 @@ def test_a_partition_moving_between_workers_stays_exactly_once(
 
 _WORKER = """
 import base64, pickle, sys
-from mm_client.client_pool import ClientPool
+from mm_client.kafka.pool import ClientPool
 from mm.source.task import FENCED_CODES, mirror_range
 rt, spec = pickle.loads(base64.b64decode(sys.argv[1]))
 mirror_range(rt, spec, pool=ClientPool())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mm_client.client_pool import ClientPool
+from mm_client.kafka.pool import ClientPool
 
 from mm.source.spec import RangeSpec
 from mm.source.task import RecordTooLargeError, mirror_range
