@@ -243,23 +243,25 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         assert isinstance(partition, MirrorShard)
         configure_logging()
+        from mm.source.task import flush_syncs
+
         ranges = partition.ranges
         threads = max(1, min(self.runtime.task_threads, len(ranges)))
-        if threads == 1:
-            rows = [self._mirror_one(spec) for spec in ranges]
-        else:
-            with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
-                futures = [pool.submit(self._mirror_one, spec) for spec in ranges]
-                # every range runs to its end (each commits on its own) before the
-                # first failure fails the task
-                errors = [f.exception() for f in futures]
-                failed = next((e for e in errors if e is not None), None)
-                if failed is not None:
-                    raise failed
-                rows = [f.result() for f in futures]
+        # the ranges' last offset syncs, acknowledged together when all are done
+        pending: list[Any] = []
+        with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
+            futures = [pool.submit(self._mirror_one, spec, pending) for spec in ranges]
+            # every range runs to its end (each commits on its own) before the
+            # first failure fails the task
+            errors = [f.exception() for f in futures]
+        flush_syncs(pending)
+        failed = next((e for e in errors if e is not None), None)
+        if failed is not None:
+            raise failed
+        rows = [f.result() for f in futures]
         yield from rows
 
-    def _mirror_one(self, spec: RangeSpec) -> tuple[Any, ...]:
+    def _mirror_one(self, spec: RangeSpec, pending: list[Any]) -> tuple[Any, ...]:
         from mm.logs import get_logger
         from mm.source.task import PartitionStoppedError, RangeResult, mirror_range, worker_pool
 
@@ -273,7 +275,11 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.debug("range started", start=spec.start, end=spec.end)
         try:
             result = mirror_range(
-                self.runtime, spec, log=log.warning, pool=worker_pool(self.runtime)
+                self.runtime,
+                spec,
+                log=log.warning,
+                pool=worker_pool(self.runtime),
+                pending_syncs=pending,
             )
             log.debug(
                 "range mirrored",

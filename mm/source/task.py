@@ -372,8 +372,13 @@ def mirror_range(
     log: Callable[..., None] | None = None,
     clients: MirrorClients = DEFAULT_CLIENTS,
     pool: ClientPool | None = None,
+    pending_syncs: list[_SourceSyncWriter] | None = None,
 ) -> RangeResult:
     """Mirror ``spec`` and return what happened. Raises on errors that stop the partition.
+
+    With ``pending_syncs``, a range that ends well leaves the acknowledgement of
+    its last offset syncs to the caller (:func:`flush_syncs`, once for all the
+    ranges of a task: the syncs of many ranges then share produce requests).
 
     With ``pool`` (the worker's :class:`~mm_client.kafka.pool.ClientPool`), the
     clients outlive the range: the partition's transactional producer is reused
@@ -394,7 +399,9 @@ def mirror_range(
         try:
             with p.lease("txn-producer", conf, _TxnWriter.factory(clients)) as lease:
                 reused = not lease.fresh
-                _mirror_with(rt, spec, lease.client, lease.fresh, result, log, clients, p)
+                _mirror_with(
+                    rt, spec, lease.client, lease.fresh, result, log, clients, p, pending_syncs
+                )
                 return result
         except (KafkaOperationError, KafkaException, SystemError) as exc:
             # (a fatal error raised while librdkafka served a delivery callback
@@ -408,7 +415,9 @@ def mirror_range(
                     error=str(_kafka_cause(exc)),
                 )
         with p.lease("txn-producer", conf, _TxnWriter.factory(clients)) as lease:
-            _mirror_with(rt, spec, lease.client, lease.fresh, result, log, clients, p)
+            _mirror_with(
+                rt, spec, lease.client, lease.fresh, result, log, clients, p, pending_syncs
+            )
             return result
 
 
@@ -463,6 +472,7 @@ def _mirror_with(
     log: Callable[..., None] | None,
     clients: MirrorClients,
     pool: ClientPool,
+    pending_syncs: list[_SourceSyncWriter] | None,
 ) -> None:
     from mm.source import position
 
@@ -545,10 +555,23 @@ def _mirror_with(
                 log,
             )
         writer.state = _known_state(committed, metadata, result)
-    finally:
+    except BaseException:
         if syncs is not None:
             # also when the loop failed: what it committed gets its syncs
             syncs.flush()
+        raise
+    if syncs is not None:
+        if pending_syncs is None:
+            syncs.flush()
+        else:
+            pending_syncs.append(syncs)
+
+
+def flush_syncs(pending: list[_SourceSyncWriter]) -> None:
+    """Wait for the offset syncs of ranges mirrored with ``pending_syncs``; raises when
+    one was not written (its partition's next task writes it again first)."""
+    for syncs in pending:
+        syncs.flush()
 
 
 def _known_state(
