@@ -52,6 +52,7 @@ class MirrorPlan:
     position_refresh_file: str = ""
     # planned records per Spark task (mm.source.shards)
     records_per_task: int = 100_000
+    ranges_per_task: int = 256
 
     def fresh_topics(self, now: float) -> bool:
         """Whether the driver's refresh is recent enough to stand for the source's."""

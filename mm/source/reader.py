@@ -219,7 +219,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             clock = self._refresh_clock()
             clock.planned(planned, time.time())
             clock.save()
-        return plan_shards(specs, self._plan.records_per_task)
+        return plan_shards(specs, self._plan.records_per_task, self._plan.ranges_per_task)
 
     def _log_start(self, topic: str, partition: int, key: str) -> int:
         if key not in self._log_starts:

@@ -46,7 +46,7 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
             cfg.mm_positive("mirror.max.records.per.transaction", 200_000, integer=True)
         ),
         task_threads=int(cfg.mm_positive("mirror.task.threads", 8, integer=True)),
-        pool_max_clients=int(cfg.mm_positive("mirror.pool.max.clients", 4096, integer=True)),
+        pool_max_clients=int(cfg.mm_positive("mirror.pool.max.clients", 600, integer=True)),
     )
 
 
@@ -83,6 +83,7 @@ def mirror_plan(
             "mirror.position.refresh.interval.seconds", 86_400
         ),
         records_per_task=int(cfg.mm_positive("mirror.task.records", 100_000, integer=True)),
+        ranges_per_task=int(cfg.mm_positive("mirror.task.max.partitions", 256, integer=True)),
         position_refresh_file=str(
             Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.refreshed.json"
         ),

@@ -40,8 +40,9 @@ class FlowRuntime:
     # the GIL while librdkafka waits on the network)
     task_threads: int = 8
     # clients a Python worker keeps between tasks (mm_client.kafka.pool): about
-    # one transactional producer per target partition it mirrors
-    pool_max_clients: int = 4096
+    # one transactional producer per target partition it mirrors; a process holds
+    # at most ~1,000 librdkafka clients (see mm.source.shards)
+    pool_max_clients: int = 600
 
     def transactional_id(self, target_topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}.{target_topic}.{partition}"

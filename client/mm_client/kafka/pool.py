@@ -16,7 +16,9 @@ Rules that keep pooling safe:
 * Clients are keyed by their full configuration, so a transactional producer
   is only ever reused for its own ``transactional.id``.
 * The pool is bounded: past ``max_clients`` the least recently returned idle
-  client is closed.
+  client is closed. Keep it well under ~1,000: each librdkafka client takes a
+  thread-local storage key, and a process runs out of them at about 1,010
+  clients ("Failed to initialize thread local storage").
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def close_client(client: Any) -> None:
 class ClientPool:
     """Idle clients by :func:`pool_key`; thread-safe."""
 
-    def __init__(self, max_clients: int = 4096) -> None:
+    def __init__(self, max_clients: int = 600) -> None:
         self.max_clients = max_clients
         self._idle: OrderedDict[tuple[PoolKey, int], Any] = OrderedDict()
         self._serial = 0
