@@ -63,27 +63,27 @@ def _fill(bootstrap: str, topic: str, partitions: int, count: int, tag: str) -> 
     assert p.flush(30) == 0
 
 
-def _source(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, Any]]:
+def _records(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, Any]]:
+    """(key, value) of the partition's records as Kafka's read_committed serves them."""
     return [(r.key, r.value) for r in committed_view(read_log(bootstrap, topic, partition)).records]
 
 
-def _target(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, Any]]:
-    return _source(bootstrap, topic, partition)
-
-
-def _setup(a: Any, b: Any, unique_topic: Callable[..., str], partitions: int) -> tuple[str, str]:
+def _setup(
+    a: Any, b: Any, unique_topic: Callable[..., str], partitions: int, **rt: Any
+) -> tuple[str, str, FlowRuntime]:
+    """A source topic, its target topic, the offset-syncs topic and the flow's runtime."""
     topic = unique_topic("moving")
     create_topic(a.bootstrap_servers, topic, partitions)
     create_topic(b.bootstrap_servers, f"A.{topic}", partitions)
-    return topic, f"A.{topic}"
+    runtime = _runtime(a, b, topic, **rt)
+    create_topic(a.bootstrap_servers, runtime.offset_syncs_topic, 1)
+    return topic, f"A.{topic}", runtime
 
 
 def test_a_partition_moving_between_workers_stays_exactly_once(
     cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
 ) -> None:
-    topic, target = _setup(cluster_a, cluster_b, unique_topic, 2)
-    rt = _runtime(cluster_a, cluster_b, topic, max_records_per_txn=40)
-    create_topic(cluster_a.bootstrap_servers, rt.offset_syncs_topic, 1)
+    topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 2, max_records_per_txn=40)
     fenced: list[str] = []
 
     def log(event: str, **kw: Any) -> None:
@@ -105,9 +105,9 @@ def test_a_partition_moving_between_workers_stays_exactly_once(
     # producer fenced: 2 partitions x 4 moves back to a worker that had it before
     assert len(fenced) == 8 and all("FENCED" in e for e in fenced), fenced
     for p in range(2):
-        source = _source(cluster_a.bootstrap_servers, topic, p)
+        source = _records(cluster_a.bootstrap_servers, topic, p)
         assert len(source) == 900
-        assert _target(cluster_b.bootstrap_servers, target, p) == source
+        assert _records(cluster_b.bootstrap_servers, target, p) == source
 
 
 _WORKER = """
@@ -137,9 +137,7 @@ def _committed(b: Any, rt: FlowRuntime, target: str) -> int:
 def test_a_worker_killed_mid_range_loses_nothing(
     cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
 ) -> None:
-    topic, target = _setup(cluster_a, cluster_b, unique_topic, 1)
-    rt = _runtime(cluster_a, cluster_b, topic, max_records_per_txn=50)
-    create_topic(cluster_a.bootstrap_servers, rt.offset_syncs_topic, 1)
+    topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 1, max_records_per_txn=50)
     _fill(cluster_a.bootstrap_servers, topic, 1, 20_000, "kill")
     spec = RangeSpec(topic, 0, target, 0, 20_000)
     arg = base64.b64encode(pickle.dumps((rt, spec))).decode()
@@ -157,6 +155,6 @@ def test_a_worker_killed_mid_range_loses_nothing(
     # Spark runs the task again, in another worker: the same range, fresh clients
     result = mirror_range(rt, spec, pool=workers[0])
     assert result.resumed_from >= position and result.position == 20_000
-    source = _source(cluster_a.bootstrap_servers, topic, 0)
+    source = _records(cluster_a.bootstrap_servers, topic, 0)
     assert len(source) == 20_000
-    assert _target(cluster_b.bootstrap_servers, target, 0) == source
+    assert _records(cluster_b.bootstrap_servers, target, 0) == source
