@@ -131,6 +131,16 @@ def check(a: str, b: str, syncs_topic: str) -> Iterator[PartitionCheck]:
         yield PartitionCheck(p, len(src), len(dst), equal, exact, wrong)
 
 
+def _stop_spark() -> None:
+    """Stop the mirror's Spark session now, not at exit: its Python workers keep pooled
+    Kafka clients, which would log connection errors once the clusters are stopped."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()
+
+
 def run_demo(records: int = 30_000, keep: bool = False) -> int:
     log = get_logger("mm.demo")
     with tempfile.TemporaryDirectory(prefix="mm-demo-") as tmp, EmbeddedClusters() as clusters:
@@ -158,6 +168,7 @@ def run_demo(records: int = 30_000, keep: bool = False) -> int:
         started = time.monotonic()
         stats = run_mirror(cfg, once=True, trigger_seconds=1.0)
         elapsed = time.monotonic() - started
+        _stop_spark()  # its Python workers keep Kafka clients, which outlive nothing here
         st = stats["A->B"]
         print(
             f"mirrored {st.records} records ({st.bytes} bytes) in {st.transactions} "
