@@ -383,11 +383,10 @@ def mirror_range(
     With ``pool`` (the worker's :class:`~mm_client.kafka.pool.ClientPool`), the
     clients outlive the range: the partition's transactional producer is reused
     without ``init_transactions`` while it stays valid. A reused producer that
-    another worker fenced since (the partition moved) fails at its first
-    transactional call, before anything of this range is committed by it; it is
-    dropped, and the range runs again with a fresh producer, whose
-    ``init_transactions`` fences the other worker in turn and whose state read
-    sees whatever that worker committed. While a reused producer stays valid,
+    another worker fenced (the partition moved) fails at its next transactional
+    call and commits nothing more; it is dropped, and the range goes on with a
+    fresh producer, whose ``init_transactions`` fences the other worker in turn
+    and whose state read sees whatever was committed. While a reused producer stays valid,
     nobody else can have committed for its partition (committing needs this
     ``transactional.id``, and initialising it fences us), so the position and
     metadata it committed last stand for the state read it skips.
