@@ -278,7 +278,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.runtime,
                 spec,
                 log=log.warning,
-                pool=worker_pool(self.runtime),
+                # 0 = every range builds and closes its own clients (the default:
+                # see mm.source.spec.FlowRuntime.pool_max_clients)
+                pool=worker_pool(self.runtime) if self.runtime.pool_max_clients > 0 else None,
                 pending_syncs=pending,
             )
             log.debug(

@@ -46,7 +46,12 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
             cfg.mm_positive("mirror.max.records.per.transaction", 200_000, integer=True)
         ),
         task_threads=int(cfg.mm_positive("mirror.task.threads", 8, integer=True)),
-        pool_max_clients=int(cfg.mm_positive("mirror.pool.max.clients", 600, integer=True)),
+        # pooling is opt-in (see FlowRuntime.pool_max_clients)
+        pool_max_clients=(
+            int(cfg.mm_positive("mirror.pool.max.clients", 600, integer=True))
+            if "mirror.pool.max.clients" in cfg.mm
+            else 0
+        ),
     )
 
 
