@@ -52,7 +52,13 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from mm_client.kafka import AcknowledgedProducer, error_code, kafka_error, produce_retrying
+from mm_client.kafka import (
+    AcknowledgedProducer,
+    cause_code,
+    kafka_cause,
+    kafka_error,
+    produce_retrying,
+)
 from mm_client.kafka.pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
@@ -405,37 +411,19 @@ def mirror_range(
         except (KafkaOperationError, KafkaException, SystemError) as exc:
             # (a fatal error raised while librdkafka served a delivery callback
             # reaches Python as a SystemError caused by the KafkaException)
-            if not reused or _error_code(exc) not in FENCED_CODES:
+            if not reused or cause_code(exc) not in FENCED_CODES:
                 raise
             if log is not None:
                 log(
                     "cached producer fenced by another worker; initialising a new one",
                     target_topic=spec.target_topic,
-                    error=str(_kafka_cause(exc)),
+                    error=str(kafka_cause(exc)),
                 )
         with p.lease("txn-producer", conf, _TxnWriter.factory(clients)) as lease:
             _mirror_with(
                 rt, spec, lease.client, lease.fresh, result, log, clients, p, pending_syncs
             )
             return result
-
-
-def _kafka_cause(exc: BaseException | None) -> BaseException | None:
-    """The Kafka error behind ``exc`` (itself, or what caused it), if any."""
-    for _ in range(4):
-        if exc is None:
-            return None
-        if isinstance(exc, KafkaOperationError) or kafka_error(exc) is not None:
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def _error_code(exc: BaseException | None) -> str | None:
-    cause = _kafka_cause(exc)
-    if isinstance(cause, KafkaOperationError):
-        return cause.code
-    return error_code(cause) if cause is not None else None
 
 
 class _TxnWriter:

@@ -12,12 +12,14 @@ from mm_client.errors import KafkaOperationError
 from mm_client.kafka import (
     AcknowledgedProducer,
     GroupState,
+    cause_code,
     describe_exception,
     describe_groups,
     ensure_topic,
     error_code,
     group_offsets,
     group_offsets_or_errors,
+    kafka_cause,
     kafka_error,
     produce_retrying,
     topic_created,
@@ -325,3 +327,20 @@ def test_describe_groups() -> None:
     assert isinstance(out["denied"], KafkaOperationError)
     assert str(out["denied"]).startswith("describe group denied: ")
     assert str(out["slow"]) == "describe group slow: no answer within 3s"
+
+
+def test_the_kafka_error_behind_a_system_error_is_found() -> None:
+    """A fatal error met in a delivery callback reaches Python as a SystemError
+    caused by the KafkaException."""
+    fenced = KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+    try:
+        try:
+            raise fenced
+        except KafkaException as exc:
+            raise SystemError("callback returned a result with an exception set") from exc
+    except SystemError as outer:
+        assert kafka_cause(outer) is fenced
+        assert cause_code(outer) == "_FENCED"
+    wrapped = KafkaOperationError("commit", code="PRODUCER_FENCED")
+    assert cause_code(wrapped) == "PRODUCER_FENCED"
+    assert kafka_cause(ValueError("no kafka here")) is None and cause_code(None) is None

@@ -14,7 +14,15 @@ from mm_client.kafka.admin import (
     group_offsets_or_errors,
     topic_created,
 )
-from mm_client.kafka.errors import describe_exception, error_code, kafka_error, wrap, wrap_error
+from mm_client.kafka.errors import (
+    cause_code,
+    describe_exception,
+    error_code,
+    kafka_cause,
+    kafka_error,
+    wrap,
+    wrap_error,
+)
 from mm_client.kafka.pool import ClientPool, Lease
 from mm_client.kafka.produce import (
     AcknowledgedProducer,
@@ -31,12 +39,14 @@ __all__ = [
     "DeliveryFailure",
     "GroupState",
     "Lease",
+    "cause_code",
     "describe_exception",
     "describe_groups",
     "ensure_topic",
     "error_code",
     "group_offsets",
     "group_offsets_or_errors",
+    "kafka_cause",
     "kafka_error",
     "produce_retrying",
     "topic_created",

@@ -11,7 +11,15 @@ from confluent_kafka import KafkaError
 
 from mm_client.errors import KafkaOperationError
 
-__all__ = ["describe_exception", "error_code", "kafka_error", "wrap", "wrap_error"]
+__all__ = [
+    "cause_code",
+    "describe_exception",
+    "error_code",
+    "kafka_cause",
+    "kafka_error",
+    "wrap",
+    "wrap_error",
+]
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
@@ -24,6 +32,29 @@ def error_code(exc: BaseException) -> str | None:
     """The librdkafka error code name (``"GROUP_ID_NOT_FOUND"``) of a KafkaException."""
     err = kafka_error(exc)
     return err.name() if err is not None else None
+
+
+def kafka_cause(exc: BaseException | None) -> BaseException | None:
+    """The Kafka error behind ``exc``: itself, or an exception that caused it.
+
+    librdkafka raises a fatal error met while serving a delivery callback through
+    the callback, so Python sees a SystemError caused by the KafkaException.
+    """
+    for _ in range(4):
+        if exc is None:
+            return None
+        if isinstance(exc, KafkaOperationError) or kafka_error(exc) is not None:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def cause_code(exc: BaseException | None) -> str | None:
+    """The Kafka error code of ``exc`` or of the exception that caused it."""
+    cause = kafka_cause(exc)
+    if isinstance(cause, KafkaOperationError):
+        return cause.code
+    return error_code(cause) if cause is not None else None
 
 
 def describe_exception(exc: BaseException) -> str:
