@@ -64,6 +64,8 @@ class LogRecord(NamedTuple):
     value: bytes | None
     headers: Headers = ()
     timestamp: int = -1
+    # as a consumer reports it: 1 = CreateTime, 2 = LogAppendTime (-1: not known)
+    timestamp_type: int = -1
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,8 @@ def iter_batches(
                         r.value,
                         tuple(getattr(r, "headers", None) or ()),
                         r.timestamp if r.timestamp is not None else -1,
+                        # the batch attribute (0 = CreateTime) plus one, as consumers number it
+                        int(getattr(batch, "timestamp_type", -2)) + 1,
                     )
                     for r in items
                     if r.offset >= offset

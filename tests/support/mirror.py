@@ -32,6 +32,8 @@ from mm_client.errors import RecordDecodeError
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
 
+from mm.kafka.rawlog import committed_view, read_log
+
 MIRROR_TIMEOUT = 300.0
 _NAME = re.compile(r"[A-Za-z0-9-]+")
 
@@ -308,6 +310,21 @@ def read_topic(bootstrap: str, topic: str, partitions: int | None = None) -> dic
     return {p: read_partition(bootstrap, topic, p) for p in range(n)}
 
 
+def read_topic_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Rec]]:
+    """:func:`read_topic` as Apache Kafka would serve it: the stored log, markers
+    included, under the read_committed rule. Tansu's last stable offset can stay
+    below transactions that committed when transactions of several producers
+    overlap on one partition (the target's offset-syncs topic), so a consumer there
+    sees nothing past that point although every marker says COMMIT."""
+    out: dict[int, list[Rec]] = {}
+    for p in range(partitions):
+        out[p] = [
+            Rec(r.offset, r.key, r.value, r.headers or None, r.timestamp_type, r.timestamp)
+            for r in committed_view(read_log(bootstrap, topic, p)).records
+        ]
+    return out
+
+
 def contents(records: Iterable[Rec]) -> list[tuple[Any, ...]]:
     return [r.content for r in records]
 
@@ -329,6 +346,29 @@ def assert_same_records(source: dict[int, list[Rec]], target: dict[int, list[Rec
             f"{src[first] if first < len(src) else '<end>'!r}, target "
             f"{tgt[first] if first < len(tgt) else '<end>'!r}"
         )
+
+
+def describe_log(bootstrap: str, topic: str, partition: int) -> str:
+    """What the stored log of ``topic[partition]`` holds, markers included: tells a
+    partition a consumer sees empty because nothing was written from one whose
+    records sit behind an open transaction or an abort marker."""
+    log = read_log(bootstrap, topic, partition)
+    view = committed_view(log)
+    kinds = []
+    for b in log.batches[:40]:
+        if b.control:
+            kind = "ABORT" if b.abort else "COMMIT"
+        else:
+            kind = "txn" if b.transactional else "plain"
+        kinds.append(f"{b.base_offset}-{b.last_offset}:{kind}:pid{b.producer_id}")
+    more = f" (+{len(log.batches) - 40} batches)" if len(log.batches) > 40 else ""
+    return (
+        f"{topic}[{partition}] stored: high watermark {log.high_watermark}, last stable offset "
+        f"{log.last_stable_offset}, {len(log.batches)} batches; read_committed by the markers: "
+        f"{len(view.records)} records, {view.committed_txns} committed and {view.aborted_txns} "
+        f"aborted transactions, {view.open_records} records in open transactions; batches: "
+        f"{' '.join(kinds)}{more}"
+    )
 
 
 def wait_for_records(
@@ -487,40 +527,23 @@ class ReadSync:
 
 
 def read_offset_syncs(bootstrap: str, topic: str) -> list[ReadSync]:
-    """Every offset sync in the (one-partition) offset-syncs ``topic``, decoded."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"mm-test-syncs-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
+    """Every committed offset sync in the (one-partition) offset-syncs ``topic``, decoded.
+
+    Read from the stored log under Kafka's read_committed rule (see
+    :func:`read_topic_committed`): with ``offset-syncs.topic.location = target``
+    the mirror's transactions of several partitions overlap on this partition.
+    """
     syncs: list[ReadSync] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            for m in consumer.consume(10_000, 1.0):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return syncs
-                    raise KafkaException(err)
-                try:
-                    s = OffsetSync.from_bytes(m.key(), m.value())
-                except RecordDecodeError:
-                    # the topic is shared by the session's tests; some write garbage
-                    # on purpose (readers skip it, as these do)
-                    continue
-                first = (TXN_FIRST_HEADER, b"1") in (m.headers() or [])
-                syncs.append(
-                    ReadSync(s.topic, s.partition, s.upstream_offset, s.downstream_offset, first)
-                )
-        raise AssertionError(f"no end of {topic} within 60s")
-    finally:
-        consumer.close()
+    for r in committed_view(read_log(bootstrap, topic, 0)).records:
+        try:
+            s = OffsetSync.from_bytes(r.key, r.value)
+        except RecordDecodeError:
+            # the topic is shared by the session's tests; some write garbage
+            # on purpose (readers skip it, as these do)
+            continue
+        first = (TXN_FIRST_HEADER, b"1") in r.headers
+        syncs.append(ReadSync(s.topic, s.partition, s.upstream_offset, s.downstream_offset, first))
+    return syncs
 
 
 def sync_tables(
