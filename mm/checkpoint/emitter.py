@@ -629,7 +629,7 @@ class FlowCheckpointer:
             try:
                 if isinstance(d, Exception):
                     raise d  # handled below as any failure of this group's sync
-                if not rules.group_is_idle(d.state, d.members):
+                if not rules.group_is_idle(d.state):
                     self.stats.groups_skipped_active += 1
                     self.log.info(
                         "group offsets not synced: group active on the target",

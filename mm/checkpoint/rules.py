@@ -84,17 +84,16 @@ def is_backwards(last: Checkpoint | None, upstream: int, translated: int | None)
 IDLE_STATES = frozenset({"EMPTY", "DEAD"})
 
 
-def group_is_idle(state: str, members: int) -> bool:
-    """No active members on the target: EMPTY or DEAD, or UNKNOWN without members.
+def group_is_idle(state: str) -> bool:
+    """No members on the target, nor any joining: EMPTY or DEAD only.
 
-    Any other state (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE) means
-    members, even when the broker lists none (Tansu describes a stable group with
-    an empty member list).
+    Any other state means members, even when the broker lists none: STABLE and the
+    rebalancing states (Tansu describes a stable group with an empty member list),
+    and UNKNOWN, which Tansu answers while a consumer is joining (commits into the
+    group then fail with UNKNOWN_MEMBER_ID). A group that never existed is EMPTY on
+    Tansu and DEAD on Apache Kafka.
     """
-    state = state.upper()
-    if state in IDLE_STATES:
-        return True
-    return state == "UNKNOWN" and members == 0
+    return state.upper() in IDLE_STATES
 
 
 def plan_group_sync(

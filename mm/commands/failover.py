@@ -8,10 +8,12 @@ matching the whole group name as MM2's ``groups``):
    (:func:`mm_client.read_checkpoints`, what ``mm_client.translate_offsets`` and
    ``translate_all`` use);
 2. its committed offsets on the target are read (``ListConsumerGroupOffsets``);
-3. a group with active members on the target is refused, with the checkpoint
-   job's own rule (:func:`mm.checkpoint.rules.group_is_idle`: EMPTY/DEAD, or
-   UNKNOWN without members; STABLE and the rebalancing states mean members even
-   when the broker lists none). Apache Kafka refuses such commits itself, but
+3. a group that is not idle on the target is refused before anything is
+   committed, with the checkpoint job's own rule
+   (:func:`mm.checkpoint.rules.group_is_idle`: EMPTY or DEAD only; STABLE, the
+   rebalancing states and UNKNOWN, what Tansu answers while a consumer joins,
+   mean members even when the broker lists none), and so is a group whose state
+   cannot be read. Apache Kafka refuses commits into an active group itself, but
    not every Kafka-compatible broker does (Tansu accepts some), so the check is
    ours. A member that joins between the check and the commit is not seen;
 4. otherwise the translated offsets are committed into the group on the target
@@ -114,10 +116,13 @@ class GroupResult:
 
 
 def note_for(before: int | None, after: int, *, dry_run: bool, refused: bool = False) -> str:
-    """``unchanged``, or what happens to a partition moving from ``before`` to ``after``."""
+    """``refused`` for every partition of a refused group; else ``unchanged``, or what
+    happens to a partition moving from ``before`` to ``after``."""
+    if refused:
+        return REFUSED
     if before == after:
         return UNCHANGED
-    note = REFUSED if refused else DRY_RUN if dry_run else MOVED
+    note = DRY_RUN if dry_run else MOVED
     if before is not None and after < before:
         note += ", backwards"
     return note
@@ -234,7 +239,6 @@ class _Target:
 def run(args: argparse.Namespace) -> int:
     from mm_client import commit_group_offsets, read_checkpoints
 
-    from mm.checkpoint.rules import group_is_idle
     from mm.errors import MirrorError
 
     cfg = load_config(args.config)
@@ -274,28 +278,19 @@ def run(args: argparse.Namespace) -> int:
             cps = snap.checkpoints(g)
             translated = {(tp.topic, tp.partition): cp.downstream_offset for tp, cp in cps.items()}
             upstream = {(tp.topic, tp.partition): cp.upstream_offset for tp, cp in cps.items()}
-            d, before = described[g], committed[g]
-            if isinstance(d, Exception) or isinstance(before, Exception):
-                err = d if isinstance(d, Exception) else before
-                results[g] = GroupResult(g, FAILED, message=f"group {g!r}: {err}")
+            result = judge_group(
+                g,
+                flow.target,
+                described[g],
+                committed[g],
+                translated,
+                upstream,
+                dry_run=args.dry_run,
+            )
+            if result.status in (REFUSED, FAILED):
+                results[g] = result
                 continue
-            state, members = d
-            if not group_is_idle(state, members):
-                results[g] = GroupResult(
-                    g,
-                    REFUSED,
-                    plan_rows(
-                        g, translated, before, dry_run=args.dry_run, refused=True, upstream=upstream
-                    ),
-                    state,
-                    members,
-                    f"group {g!r} has active members on {flow.target} (state {state}, "
-                    f"{members} member(s) listed); stop its consumers there and retry. "
-                    "Its offsets were not changed",
-                )
-                continue
-            rows = plan_rows(g, translated, before, dry_run=args.dry_run, upstream=upstream)
-            result = GroupResult(g, group_status(rows, dry_run=args.dry_run), rows, state, members)
+            rows, state, members = result.rows, result.state, result.members
             todo_offsets = changes(rows)
             if todo_offsets and not args.dry_run:
                 try:
@@ -331,6 +326,49 @@ def run(args: argparse.Namespace) -> int:
     if message and (args.groups is not None or len(selected) > 1):
         print(f"mm failover: {message}", file=sys.stderr)
     return 0 if ok else 1
+
+
+def judge_group(
+    group: str,
+    cluster: str,
+    described: tuple[str, int] | Exception,
+    before: Mapping[TP, int] | Exception,
+    translated: Mapping[TP, int],
+    upstream: Mapping[TP, int],
+    *,
+    dry_run: bool,
+) -> GroupResult:
+    """What failing ``group`` over on ``cluster`` does (pure): refused unless the group
+    is provably idle there (its state read and EMPTY or DEAD); otherwise its rows
+    and status (moved / unchanged / dry-run) before anything is committed."""
+    from mm.checkpoint.rules import group_is_idle
+
+    if isinstance(described, Exception):
+        return GroupResult(
+            group,
+            REFUSED,
+            plan_rows(group, translated, {}, dry_run=dry_run, refused=True, upstream=upstream),
+            message=f"group {group!r}: its state on {cluster} could not be read, so it "
+            f"cannot be shown to have no consumers there ({described}); retry when the "
+            "cluster answers. Its offsets were not changed",
+        )
+    if isinstance(before, Exception):
+        return GroupResult(group, FAILED, message=f"group {group!r}: {before}")
+    state, members = described
+    if not group_is_idle(state):
+        joining = "; a consumer may be joining it" if state.upper() == "UNKNOWN" else ""
+        return GroupResult(
+            group,
+            REFUSED,
+            plan_rows(group, translated, before, dry_run=dry_run, refused=True, upstream=upstream),
+            state,
+            members,
+            f"group {group!r} is not idle on {cluster} (state {state}, {members} member(s) "
+            f"listed{joining}): only an Empty or Dead group is moved; stop its consumers "
+            "there and retry. Its offsets were not changed",
+        )
+    rows = plan_rows(group, translated, before, dry_run=dry_run, upstream=upstream)
+    return GroupResult(group, group_status(rows, dry_run=dry_run), rows, state, members)
 
 
 def _failed(row: Row) -> Row:

@@ -348,26 +348,30 @@ def assert_same_records(source: dict[int, list[Rec]], target: dict[int, list[Rec
         )
 
 
-def describe_log(bootstrap: str, topic: str, partition: int) -> str:
+def describe_log(bootstrap: str, topic: str, partition: int, near: int | None = None) -> str:
     """What the stored log of ``topic[partition]`` holds, markers included: tells a
     partition a consumer sees empty because nothing was written from one whose
-    records sit behind an open transaction or an abort marker."""
+    records sit behind an open transaction or an abort marker. Lists 40 batches:
+    the first ones, or those around offset ``near``."""
     log = read_log(bootstrap, topic, partition)
     view = committed_view(log)
+    at = 0
+    if near is not None:
+        at = next((i for i, b in enumerate(log.batches) if b.last_offset >= near), 0)
+        at = max(0, at - 20)
     kinds = []
-    for b in log.batches[:40]:
+    for b in log.batches[at : at + 40]:
         if b.control:
             kind = "ABORT" if b.abort else "COMMIT"
         else:
             kind = "txn" if b.transactional else "plain"
         kinds.append(f"{b.base_offset}-{b.last_offset}:{kind}:pid{b.producer_id}")
-    more = f" (+{len(log.batches) - 40} batches)" if len(log.batches) > 40 else ""
     return (
         f"{topic}[{partition}] stored: high watermark {log.high_watermark}, last stable offset "
         f"{log.last_stable_offset}, {len(log.batches)} batches; read_committed by the markers: "
         f"{len(view.records)} records, {view.committed_txns} committed and {view.aborted_txns} "
-        f"aborted transactions, {view.open_records} records in open transactions; batches: "
-        f"{' '.join(kinds)}{more}"
+        f"aborted transactions, {view.open_records} records in open transactions; batches "
+        f"{at}..{at + len(kinds) - 1}: {' '.join(kinds)}"
     )
 
 

@@ -39,7 +39,7 @@ from support.mirror import (
     run_mirror_once,
 )
 
-from mm.commands.failover import Row, format_table, note_for, plan_rows
+from mm.commands.failover import Row, format_table, judge_group, note_for, plan_rows
 
 PARTITIONS = 3
 AHEAD_ON_TARGET = 10_000  # G1's p1 on B before the failover: the translation is behind it
@@ -314,6 +314,42 @@ def test_notes() -> None:
     assert note_for(9, 5, dry_run=True) == "dry-run, backwards"
     assert note_for(5, 5, dry_run=True) == "unchanged"
     assert note_for(1, 5, dry_run=False, refused=True) == "refused"
+    # a refused group's table says so on every row, also where nothing would change
+    assert note_for(5, 5, dry_run=True, refused=True) == "refused"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_only_a_group_shown_idle_is_moved(dry_run: bool) -> None:
+    """EMPTY or DEAD moves; UNKNOWN (Tansu while a consumer joins), STABLE with no member
+    listed, a rebalance or an unreadable state is refused, every row saying so."""
+    translated = {("A.t", 0): 5, ("A.t", 1): 7}
+    before = {("A.t", 0): 5}
+    upstream = {("A.t", 0): 6, ("A.t", 1): 8}
+
+    def judge(described: Any, committed: Any = before) -> Any:
+        return judge_group("g", "B", described, committed, translated, upstream, dry_run=dry_run)
+
+    for state in ("EMPTY", "DEAD"):
+        ok = judge((state, 0))
+        assert ok.status == ("dry-run" if dry_run else "moved") and ok.message is None
+        assert [r.note for r in ok.rows] == ["unchanged", "dry-run" if dry_run else "moved"]
+    for state in ("UNKNOWN", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"):
+        refused = judge((state, 0))
+        assert refused.status == "refused" and refused.failed
+        assert [r.note for r in refused.rows] == ["refused", "refused"]
+        assert refused.message is not None
+        assert f"is not idle on B (state {state}, 0 member(s) listed" in refused.message
+        assert ("a consumer may be joining it" in refused.message) is (state == "UNKNOWN")
+        assert "Its offsets were not changed" in refused.message
+    unreadable = judge(RuntimeError("COORDINATOR_NOT_AVAILABLE"))
+    assert unreadable.status == "refused" and unreadable.failed
+    assert [r.note for r in unreadable.rows] == ["refused", "refused"]
+    assert unreadable.message is not None
+    assert "could not be read" in unreadable.message
+    assert "COORDINATOR_NOT_AVAILABLE" in unreadable.message
+    failed = judge(("EMPTY", 0), RuntimeError("GROUP_AUTHORIZATION_FAILED"))
+    assert failed.status == "failed" and "GROUP_AUTHORIZATION_FAILED" in str(failed.message)
 
 
 @pytest.mark.unit
@@ -475,7 +511,7 @@ def test_group_with_active_member_is_refused(setup: Setup) -> None:
 
         res = run_mm(setup.props, "failover", "--group", g3, timeout=60, while_waiting=keep_polling)
         assert res.returncode == 1, res.describe()
-        assert f"group {g3!r} has active members on B" in res.stderr, res.describe()
+        assert f"group {g3!r} is not idle on B" in res.stderr, res.describe()
         assert "not changed" in res.stderr
         assert group_offsets(setup.b, g3) == setup.before_on_b["g3"]
         rows = table_rows(res.stdout)
@@ -504,6 +540,48 @@ def test_group_with_active_member_is_refused(setup: Setup) -> None:
         assert group_offsets(setup.b, g4) == setup.translations["g4"]
     finally:
         member.close()
+
+
+@pytest.mark.integration
+def test_group_with_a_consumer_joining_is_refused(setup: Setup) -> None:
+    """Found by a new user: a consumer still joining the group on B (Tansu describes it
+    UNKNOWN with no members) must be refused up front, in --dry-run too, not hit
+    UNKNOWN_MEMBER_ID errors at the commit."""
+    g3 = setup.groups["g3"]
+    joining = Consumer(
+        {
+            "bootstrap.servers": setup.b,
+            "group.id": g3,
+            # the default 45 s: Tansu's first assignment comes after about half of it
+            "session.timeout.ms": 45_000,
+            "enable.auto.commit": False,
+        }
+    )
+    admin = AdminClient({"bootstrap.servers": setup.b})
+    try:
+        joining.subscribe([setup.target_topic])
+        deadline = time.monotonic() + 20
+        while True:
+            joining.poll(0.1)
+            state = admin.describe_consumer_groups([g3])[g3].result(10).state.name
+            if state not in ("EMPTY", "DEAD"):
+                break
+            assert time.monotonic() < deadline, "the consumer never started joining"
+
+        def keep_polling() -> None:
+            joining.poll(0.1)
+
+        for extra in (("--dry-run",), ()):
+            args = ("--group", g3, *extra)
+            res = run_mm(setup.props, "failover", *args, timeout=60, while_waiting=keep_polling)
+            assert res.returncode == 1, res.describe()
+            assert f"group {g3!r} is not idle on B" in res.stderr, res.describe()
+            assert "UNKNOWN_MEMBER_ID" not in res.output, res.describe()
+            assert [r[5] for r in table_rows(res.stdout)] == ["refused"] * PARTITIONS
+            assert "1 refused" in res.stdout
+        assert group_offsets(setup.b, g3) == setup.before_on_b["g3"]
+    finally:
+        joining.close()
 
 
 @pytest.mark.integration

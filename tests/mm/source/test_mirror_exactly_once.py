@@ -46,6 +46,7 @@ from support.eos import (
 )
 from support.mirror import (
     create_topic,
+    describe_log,
     mirror_cmd,
     mirror_properties,
     read_partition,
@@ -183,7 +184,12 @@ def _assert_exactly_once(
         assert source == produced, f"source {topic}[{p}] is not what was produced"
         target = [(r.key, r.value) for r in views[p].records]
         if target != source:
-            problems.append(_difference(p, source, target))
+            first = _first_difference(source, target)
+            near = views[p].records[first - 1].offset if 0 < first <= len(target) else None
+            problems.append(
+                f"{_difference(p, source, target)}\n"
+                f"{describe_log(cluster_b.bootstrap_servers, target_topic, p, near)}"
+            )
         consumer_view = _source_view(cluster_b.bootstrap_servers, target_topic, p)
         if cluster_b.kind != "embedded":
             # a real read_committed consumer must see the same (Tansu: see module docstring)
@@ -205,15 +211,19 @@ def _difference(p: int, source: list[KV], target: list[KV]) -> str:
     src = set(source)
     missing = sum(1 for kv in source if kv not in seen)
     extra = sum(1 for kv in seen if kv not in src)
-    first = next(
-        (i for i, (a, b) in enumerate(zip(source, target, strict=False)) if a != b),
-        min(len(source), len(target)),
-    )
+    first = _first_difference(source, target)
     return (
         f"partition {p}: source {len(source)} records, target {len(target)}: "
         f"{dups} duplicates, {missing} missing, {extra} unknown; first difference at "
         f"index {first}: source {source[first] if first < len(source) else '<end>'!r} "
         f"target {target[first] if first < len(target) else '<end>'!r}"
+    )
+
+
+def _first_difference(source: list[KV], target: list[KV]) -> int:
+    return next(
+        (i for i, (a, b) in enumerate(zip(source, target, strict=False)) if a != b),
+        min(len(source), len(target)),
     )
 
 
