@@ -33,6 +33,11 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("translate", "mm.commands.translate", "print a group's translated offsets on the target"),
     ("failover", "mm.commands.failover", "move idle consumer groups to their translated offsets"),
     (
+        "switchover",
+        "mm.commands.switchover",
+        "planned move of consumer groups to the target, with proof of 0 lost / 0 duplicated",
+    ),
+    (
         "heartbeat",
         "mm.commands.heartbeat",
         "emit MM2 heartbeats into each flow's source cluster (replication latency)",

@@ -36,22 +36,24 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from mm.commands.flows import add_config_option
-from mm.config import FlowConfig, MirrorConfig, load_config
-
-# (target topic, partition)
-TP = tuple[str, int]
-
-MOVED = "moved"
-UNCHANGED = "unchanged"
-DRY_RUN = "dry-run"
-REFUSED = "refused"
-NO_CHECKPOINTS = "no-checkpoints"
-FAILED = "failed"
+from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
+from mm.config import FlowConfig, load_config
+from mm.dr.groups import (
+    DRY_RUN,
+    FAILED,
+    MOVED,
+    NO_CHECKPOINTS,
+    REFUSED,
+    UNCHANGED,
+    GroupResult,
+    Row,
+    TargetGroups,
+    changes,
+    judge_group,
+)
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -68,11 +70,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="every group with checkpoints whose whole name matches REGEX",
     )
-    parser.add_argument(
-        "--flow",
-        metavar="SRC->TGT",
-        help="flow whose checkpoints to use (default: the only enabled flow)",
-    )
+    add_one_flow_option(parser, "checkpoints to use")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -86,102 +84,6 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         help="seconds for each cluster operation (checkpoints read, group reads, commit; "
         "default 30)",
     )
-
-
-@dataclass(frozen=True)
-class Row:
-    """One partition of one group: its offset on the target before, and the translation."""
-
-    group: str
-    topic: str
-    partition: int
-    before: int | None
-    after: int
-    upstream: int | None
-    note: str
-
-
-@dataclass
-class GroupResult:
-    group: str
-    status: str
-    rows: list[Row] = field(default_factory=list)
-    state: str | None = None
-    members: int | None = None
-    message: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.status in (REFUSED, FAILED)
-
-
-def note_for(before: int | None, after: int, *, dry_run: bool, refused: bool = False) -> str:
-    """``refused`` for every partition of a refused group; else ``unchanged``, or what
-    happens to a partition moving from ``before`` to ``after``."""
-    if refused:
-        return REFUSED
-    if before == after:
-        return UNCHANGED
-    note = DRY_RUN if dry_run else MOVED
-    if before is not None and after < before:
-        note += ", backwards"
-    return note
-
-
-def plan_rows(
-    group: str,
-    translated: Mapping[TP, int],
-    before: Mapping[TP, int],
-    *,
-    dry_run: bool,
-    refused: bool = False,
-    upstream: Mapping[TP, int] | None = None,
-) -> list[Row]:
-    """One row per translated partition, sorted; ``before`` lacks partitions never committed."""
-    return [
-        Row(
-            group,
-            topic,
-            partition,
-            before.get((topic, partition)),
-            after,
-            (upstream or {}).get((topic, partition)),
-            note_for(before.get((topic, partition)), after, dry_run=dry_run, refused=refused),
-        )
-        for (topic, partition), after in sorted(translated.items())
-    ]
-
-
-def changes(rows: Iterable[Row]) -> dict[TP, int]:
-    """The partitions whose committed offset differs from the translation."""
-    return {(r.topic, r.partition): r.after for r in rows if r.before != r.after}
-
-
-def group_status(rows: list[Row], *, dry_run: bool) -> str:
-    if not changes(rows):
-        return UNCHANGED
-    return DRY_RUN if dry_run else MOVED
-
-
-def resolve_flow(cfg: MirrorConfig, name: str | None) -> FlowConfig:
-    from mm.errors import ConfigError, UsageError
-
-    if name:
-        source, sep, target = name.partition("->")
-        try:
-            if not sep:
-                raise KeyError(name)
-            return cfg.flow(source.strip(), target.strip())
-        except KeyError:
-            names = sorted(f.name for f in cfg.flows)
-            raise ConfigError("--flow", name, f"one of the configured flows {names}") from None
-    enabled = cfg.enabled_flows()
-    if len(enabled) != 1:
-        names = sorted(f.name for f in enabled)
-        raise UsageError(
-            f"--flow is required: {len(enabled)} enabled flows ({', '.join(names) or 'none'})"
-        )
-    return enabled[0]
 
 
 def _selector(args: argparse.Namespace) -> Callable[[str], bool] | re.Pattern[str]:
@@ -198,51 +100,13 @@ def _selector(args: argparse.Namespace) -> Callable[[str], bool] | re.Pattern[st
     return lambda g: g in wanted
 
 
-class _Target:
-    """The target cluster's group reads (one AdminClient, requests in parallel)."""
-
-    def __init__(self, admin_conf: Mapping[str, Any], timeout: float) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        self.admin = AdminClient(dict(admin_conf))
-        self.timeout = timeout
-
-    def describe(self, groups: list[str]) -> dict[str, tuple[str, int] | Exception]:
-        """Group -> (state name, members listed), or the error describing it."""
-        from mm_client.kafka import describe_groups
-
-        return {
-            g: d if isinstance(d, Exception) else (d.state, d.members)
-            for g, d in describe_groups(self.admin, groups, self.timeout).items()
-        }
-
-    def committed(self, groups: list[str]) -> dict[str, dict[TP, int] | Exception]:
-        """Group -> its committed offsets (partitions without one left out), or the error."""
-        from mm_client.kafka import group_offsets_or_errors
-
-        out: dict[str, dict[TP, int] | Exception] = {}
-        for g, tps in group_offsets_or_errors(self.admin, groups, self.timeout).items():
-            if isinstance(tps, Exception):
-                out[g] = tps
-                continue
-            bad = [tp for tp in tps if tp.error is not None]
-            if bad:
-                out[g] = RuntimeError(
-                    f"committed offsets of group {g}: "
-                    + ", ".join(f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in bad)
-                )
-                continue
-            out[g] = {(tp.topic, tp.partition): tp.offset for tp in tps if tp.offset >= 0}
-        return out
-
-
 def run(args: argparse.Namespace) -> int:
     from mm_client import commit_group_offsets, read_checkpoints
 
     from mm.errors import MirrorError
 
     cfg = load_config(args.config)
-    flow = resolve_flow(cfg, args.flow)
+    flow = one_flow(cfg, args.flow)
     selector = _selector(args)
     policy = flow.policy()
     target = cfg.cluster(flow.target)
@@ -271,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     todo = [g for g in selected if g in found]
     if todo:
         admin_conf = target.librdkafka("admin")
-        reads = _Target(admin_conf, args.timeout)
+        reads = TargetGroups(admin_conf, args.timeout)
         described = reads.describe(todo)
         committed = reads.committed(todo)
         for g in todo:
@@ -326,49 +190,6 @@ def run(args: argparse.Namespace) -> int:
     if message and (args.groups is not None or len(selected) > 1):
         print(f"mm failover: {message}", file=sys.stderr)
     return 0 if ok else 1
-
-
-def judge_group(
-    group: str,
-    cluster: str,
-    described: tuple[str, int] | Exception,
-    before: Mapping[TP, int] | Exception,
-    translated: Mapping[TP, int],
-    upstream: Mapping[TP, int],
-    *,
-    dry_run: bool,
-) -> GroupResult:
-    """What failing ``group`` over on ``cluster`` does (pure): refused unless the group
-    is provably idle there (its state read and EMPTY or DEAD); otherwise its rows
-    and status (moved / unchanged / dry-run) before anything is committed."""
-    from mm.checkpoint.rules import group_is_idle
-
-    if isinstance(described, Exception):
-        return GroupResult(
-            group,
-            REFUSED,
-            plan_rows(group, translated, {}, dry_run=dry_run, refused=True, upstream=upstream),
-            message=f"group {group!r}: its state on {cluster} could not be read, so it "
-            f"cannot be shown to have no consumers there ({described}); retry when the "
-            "cluster answers. Its offsets were not changed",
-        )
-    if isinstance(before, Exception):
-        return GroupResult(group, FAILED, message=f"group {group!r}: {before}")
-    state, members = described
-    if not group_is_idle(state):
-        joining = "; a consumer may be joining it" if state.upper() == "UNKNOWN" else ""
-        return GroupResult(
-            group,
-            REFUSED,
-            plan_rows(group, translated, before, dry_run=dry_run, refused=True, upstream=upstream),
-            state,
-            members,
-            f"group {group!r} is not idle on {cluster} (state {state}, {members} member(s) "
-            f"listed{joining}): only an Empty or Dead group is moved; stop its consumers "
-            "there and retry. Its offsets were not changed",
-        )
-    rows = plan_rows(group, translated, before, dry_run=dry_run, upstream=upstream)
-    return GroupResult(group, group_status(rows, dry_run=dry_run), rows, state, members)
 
 
 def _failed(row: Row) -> Row:

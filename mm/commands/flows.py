@@ -1,4 +1,5 @@
-"""Options shared by the commands: `-c/--config FILE` and `--flow SRC->TGT`."""
+"""Options shared by the commands: `-c/--config FILE` and `--flow SRC->TGT` (one flow,
+or several), and the one place flows are selected."""
 
 from __future__ import annotations
 
@@ -25,6 +26,36 @@ def add_flow_option(parser: argparse.ArgumentParser, default_help: str) -> None:
         metavar="SRC->TGT",
         help=f"only these flows (default: {default_help})",
     )
+
+
+def add_one_flow_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--flow",
+        metavar="SRC->TGT",
+        help=f"flow whose {what} (default: the only enabled flow)",
+    )
+
+
+def one_flow(cfg: MirrorConfig, name: str | None) -> FlowConfig:
+    """The flow named ``SRC->TGT`` (any declared flow), else the only enabled one."""
+    from mm.errors import UsageError
+
+    if name:
+        source, sep, target = name.partition("->")
+        try:
+            if not sep:
+                raise KeyError(name)
+            return cfg.flow(source.strip(), target.strip())
+        except KeyError:
+            names = sorted(f.name for f in cfg.flows)
+            raise ConfigError("--flow", name, f"one of the configured flows {names}") from None
+    enabled = cfg.enabled_flows()
+    if len(enabled) != 1:
+        names = sorted(f.name for f in enabled)
+        raise UsageError(
+            f"--flow is required: {len(enabled)} enabled flows ({', '.join(names) or 'none'})"
+        )
+    return enabled[0]
 
 
 def select_flows(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]:

@@ -74,15 +74,16 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mm.commands.flows import select_flows
     from mm.errors import ConfigError, UsageError
-    from mm.status.collect import collect, flows_for_status
+    from mm.status.collect import collect
 
     if args.interval <= 0:
         raise UsageError("--interval must be a positive number of seconds")
     if args.serve is not None and not 0 <= args.serve <= 65535:
         raise UsageError("--serve PORT must be 0-65535")
     cfg = load_config(args.config)
-    flows = flows_for_status(cfg, args.flow)
+    flows = select_flows(cfg, args.flow)
     if not flows:
         raise ConfigError(
             "clusters",

@@ -13,18 +13,14 @@ import argparse
 import json
 import sys
 
-from mm.commands.flows import add_config_option
+from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
 from mm.config import load_config
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     parser.add_argument("--group", required=True, help="consumer group to translate")
-    parser.add_argument(
-        "--flow",
-        metavar="SRC->TGT",
-        help="flow whose checkpoints to read (default: the only enabled flow)",
-    )
+    add_one_flow_option(parser, "checkpoints to read")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--timeout",
@@ -37,26 +33,8 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mm_client.checkpoints_reader import read_checkpoints
 
-    from mm.errors import ConfigError, UsageError
-
     cfg = load_config(args.config)
-    if args.flow:
-        source, sep, target = args.flow.partition("->")
-        try:
-            if not sep:
-                raise KeyError(args.flow)
-            flow = cfg.flow(source.strip(), target.strip())
-        except KeyError:
-            names = sorted(f.name for f in cfg.flows)
-            raise ConfigError("--flow", args.flow, f"one of the configured flows {names}") from None
-    else:
-        enabled = cfg.enabled_flows()
-        if len(enabled) != 1:
-            names = sorted(f.name for f in enabled)
-            raise UsageError(
-                f"--flow is required: {len(enabled)} enabled flows ({', '.join(names) or 'none'})"
-            )
-        flow = enabled[0]
+    flow = one_flow(cfg, args.flow)
     policy = flow.policy()
     topic = policy.checkpoints_topic(flow.source)
     group = args.group

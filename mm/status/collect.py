@@ -344,16 +344,3 @@ def apply_checkpoint_report(st: FlowStatus, report: snapshot.Report | None, now:
             f"from it may have holes ({report.holes} kept now); set cleanup.policy=delete with a "
             "retention.ms (see docs/offset-syncs.md)"
         )
-
-
-def flows_for_status(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]:
-    """The flows `mm status` looks at: ``names`` (any declared), else every enabled one."""
-    from mm.errors import ConfigError
-
-    if not names:
-        return cfg.enabled_flows()
-    declared = {f.name for f in cfg.flows}
-    for name in names:
-        if name not in declared:
-            raise ConfigError("--flow", name, f"one of the configured flows {sorted(declared)}")
-    return [f for f in cfg.flows if f.name in names]

@@ -12,130 +12,44 @@ group's committed offset on A (keys and values).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from mm_client import assign_translated, translate_all, translate_offsets
 from support.clusters import KafkaCluster
+from support.groups import (
+    KV,
+    commit_admin,
+    commit_assigned,
+    gap_offset,
+    group_offsets,
+    read_group,
+    run_mm,
+)
 from support.mirror import (
-    MirrorRun,
     Rec,
     create_topic,
-    kill_group,
     mirror_properties,
     produce_mixed,
     read_topic,
     run_mirror_once,
 )
 
-from mm.commands.failover import Row, format_table, judge_group, note_for, plan_rows
+from mm.commands.failover import format_table
+from mm.dr.groups import Row, judge_group, note_for, plan_rows
 
 PARTITIONS = 3
 AHEAD_ON_TARGET = 10_000  # G1's p1 on B before the failover: the translation is behind it
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["MM_LOG_FORMAT"] = "json"
-    return env
-
-
-def run_mm(
-    config: Path,
-    command: str,
-    *args: str,
-    timeout: float = 300.0,
-    while_waiting: Callable[[], Any] | None = None,
-) -> MirrorRun:
-    """`mm <command> -c config <args>` in its own session; output kept next to ``config``.
-
-    ``while_waiting`` is called repeatedly until the command exits (e.g. to keep a
-    consumer polling).
-    """
-    started = time.monotonic()
-    n = len(list(config.parent.glob(f"{command}-*.out")))
-    out_path = config.parent / f"{command}-{n}.out"
-    err_path = config.parent / f"{command}-{n}.err"
-    with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mm", command, "-c", str(config), *args],
-            cwd=config.parent,
-            env=_env(),
-            stdout=out,
-            stderr=err,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            deadline = started + timeout
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"mm {command} {args} timed out\n{err_path.read_text()[-8000:]}"
-                    )
-                if while_waiting is not None:
-                    while_waiting()
-                else:
-                    time.sleep(0.05)
-        finally:
-            kill_group(proc)
-            proc.wait(30)
-    return MirrorRun(
-        proc.returncode, out_path.read_text(), err_path.read_text(), time.monotonic() - started
-    )
-
-
-def commit_admin(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit offsets for ``group`` without joining it (AdminClient)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tps = [TopicPartition(topic, p, o) for p, o in sorted(offsets.items())]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(30)
-
-
-def commit_assigned(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit offsets for ``group`` from a consumer that assign()s (never joins)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
-    )
-    try:
-        tps = [TopicPartition(topic, p, o) for p, o in sorted(offsets.items())]
-        consumer.assign(tps)
-        answer = consumer.commit(offsets=tps, asynchronous=False) or []
-        assert all(tp.error is None for tp in answer), answer
-    finally:
-        consumer.close()
-
-
-def group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
-    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or []}
-
-
-def gap_offset(records: list[Rec]) -> int:
-    """An offset no record has (a transaction marker or an aborted record)."""
-    offsets = [r.offset for r in records]
-    gaps = [o + 1 for o, n in pairwise(offsets) if n - o > 1]
-    assert gaps, "no gap in the source partition"
-    return gaps[len(gaps) // 2]
-
-
-KV = tuple[bytes | None, bytes | None]
 
 
 @dataclass
@@ -231,41 +145,6 @@ def table_rows(stdout: str) -> list[list[str]]:
     lines = stdout.splitlines()
     assert lines and lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "BEFORE", "AFTER", "NOTE"]
     return [line.split(None, 5) for line in lines[1:] if not line.startswith("failover ")]
-
-
-def read_with_confluent(bootstrap: str, group: str, topic: str) -> dict[int, list[KV]]:
-    """A consumer in ``group`` assigned at the group's committed offsets, read to the end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",  # a partition without a committed offset fails
-        }
-    )
-    got: dict[int, list[KV]] = {p: [] for p in range(PARTITIONS)}
-    try:
-        positions = consumer.committed(
-            [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30
-        )
-        assert all(tp.offset >= 0 for tp in positions), positions
-        consumer.assign(positions)
-        pending = set(range(PARTITIONS))
-        deadline = time.monotonic() + 60
-        while pending:
-            assert time.monotonic() < deadline, f"no end of {topic} {sorted(pending)} within 60s"
-            for m in consumer.consume(1000, 0.5):
-                err = m.error()
-                if err is not None:
-                    assert err.code() == KafkaError._PARTITION_EOF, err
-                    pending.discard(m.partition() or 0)
-                    continue
-                got[m.partition() or 0].append((m.key(), m.value()))
-    finally:
-        consumer.close()
-    return got
 
 
 def read_with_kafka_python(bootstrap: str, group: str, want: dict[int, list[KV]]) -> Any:
@@ -469,7 +348,7 @@ def test_failover_moves_an_idle_group(setup: Setup) -> None:
     ]
     # committed on B = the translations, and a consumer of the group resumes exactly
     assert group_offsets(setup.b, g1) == setup.translations["g1"]
-    got = read_with_confluent(setup.b, g1, setup.target_topic)
+    got = read_group(setup.b, g1, setup.target_topic, PARTITIONS)
     assert got == setup.expected("g1")
     assert sum(len(v) for v in got.values()) > 0
 

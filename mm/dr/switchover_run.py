@@ -1,0 +1,356 @@
+"""`mm switchover`'s reads, waits and commits (the decisions: :mod:`mm.dr.switchover`).
+
+Reads, per round: the source end offsets (read_committed: the last stable offset,
+from a real fetch, :func:`mm.kafka.watermarks.watermarks`), the mirror's position
+(its state group on the target), the selected groups' committed offsets on the
+source and their newest checkpoints on the target (``mm_client.read_checkpoints``,
+what consumer applications use). The proof reads, for each group partition, the
+first committed record at or after the group's offset on the source and at or
+after its translation on the target, with the raw log reader and Kafka's
+read_committed rule (so a broker serving aborted records cannot mislead it).
+The groups are then moved exactly as `mm failover` moves them (idle groups only).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mm.checkpoint.emitter import tracked_group
+from mm.config import FlowConfig, MirrorConfig
+from mm.dr.groups import FAILED, REFUSED, GroupResult, TargetGroups, changes, judge_group
+from mm.dr.switchover import (
+    CATCH_UP,
+    CHECKPOINTS,
+    GROUPS,
+    PROOF,
+    SETTLE,
+    GroupPartition,
+    GroupRow,
+    Key,
+    PartitionRow,
+    SwitchoverReport,
+    grown,
+    translation_verdict,
+    uncovered,
+    unmirrored,
+)
+from mm.kafka.rawlog import Connection, LogRecord, ScanStats, scan_committed
+from mm.source.plan import NameFilter
+from mm.source.runtime import state_group
+from mm.source.topics import select_topics
+from mm.verify import reads
+
+
+class _Flow:
+    """The flow's clusters, mirrored partitions and the reads a switchover repeats."""
+
+    def __init__(self, cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> None:
+        self.flow = flow
+        self.timeout = timeout
+        source, target = cfg.cluster(flow.source), cfg.cluster(flow.target)
+        reads.require_plaintext(source)
+        reads.require_plaintext(target)
+        self.policy = flow.policy()
+        self.src_admin = source.librdkafka("admin")
+        self.tgt_admin = target.librdkafka("admin")
+        self.src_consumer = source.librdkafka("consumer")
+        self.tgt_consumer = target.librdkafka("consumer")
+        self.src_meta = reads.cluster_meta(self.src_admin, f"cluster {flow.source}", timeout)
+        topics = select_topics(
+            self.src_meta.partitions,
+            topic_filter=NameFilter(tuple(flow.topics), tuple(flow.topics_exclude)),
+            policy=self.policy,
+            target_alias=flow.target,
+        )
+        self.remote = {t: self.policy.format_remote_topic(flow.source, t) for t in topics}
+        self.upstream_of = {tt: t for t, tt in self.remote.items()}
+        self.keys: list[Key] = [
+            (t, p) for t in sorted(topics) for p in range(self.src_meta.partitions[t])
+        ]
+
+    def ends(self) -> dict[Key, int]:
+        return {
+            k: hi
+            for k, (_, hi) in reads.log_bounds(self.src_consumer, self.keys, self.timeout).items()
+        }
+
+    def positions(self) -> dict[Key, int]:
+        """The mirror's committed position per source partition."""
+        read = reads.mirror_positions(
+            self.tgt_admin, state_group(self.flow), f"cluster {self.flow.target}", self.timeout
+        )
+        out: dict[Key, int] = {}
+        for (tt, p), pos in read.items():
+            t = self.upstream_of.get(tt)
+            if t is not None:
+                out[(t, p)] = pos
+        return out
+
+    def groups(self, selected: re.Pattern[str] | None) -> list[str]:
+        from confluent_kafka.admin import AdminClient
+        from mm_client.kafka.errors import wrap
+
+        admin = AdminClient(dict(self.src_admin))
+        try:
+            res = admin.list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 5)
+        except Exception as exc:
+            raise wrap(exc, f"list consumer groups on {self.flow.source}") from exc
+        names = {g.group_id for g in res.valid}
+        return sorted(
+            g
+            for g in names
+            if tracked_group(self.flow, g) and (selected is None or selected.fullmatch(g))
+        )
+
+    def group_partitions(self, groups: list[str]) -> list[GroupPartition]:
+        """Each group's committed offsets on mirrored partitions, with its newest checkpoint."""
+        from mm.status.reads import group_offsets
+
+        offsets = group_offsets(self.src_admin, groups, f"cluster {self.flow.source}", self.timeout)
+        mirrored = set(self.keys)
+        cps = self._checkpoints(groups)
+        rows = []
+        for g in groups:
+            for key, off in sorted(offsets.get(g, {}).items()):
+                if key not in mirrored:
+                    continue
+                up, down = cps.get((g, *key), (None, None))
+                rows.append(GroupPartition(g, key[0], key[1], off, up, down))
+        return rows
+
+    def _checkpoints(self, groups: list[str]) -> dict[tuple[str, str, int], tuple[int, int]]:
+        from mm_client import read_checkpoints
+        from mm_client.cluster_errors import CheckpointsUnavailableError
+
+        wanted = set(groups)
+        try:
+            snap = read_checkpoints(
+                self.tgt_consumer,
+                self.flow.source,
+                lambda g: g in wanted,
+                self.timeout,
+                replication_policy=self.policy,
+            )
+        except CheckpointsUnavailableError as exc:
+            if exc.reason == "missing":
+                return {}  # the checkpoint job has not written any yet
+            raise
+        out: dict[tuple[str, str, int], tuple[int, int]] = {}
+        for g in snap.groups:
+            for tp, cp in snap.checkpoints(g).items():
+                t = self.upstream_of.get(tp.topic)
+                if t is not None:
+                    out[(g, t, tp.partition)] = (cp.upstream_offset, cp.downstream_offset)
+        return out
+
+
+def _first_from(
+    address: str, topic: str, partition: int, offset: int, end: int, timeout: float
+) -> LogRecord | None:
+    """The first committed record at or after ``offset`` and before ``end``."""
+    if offset >= end:
+        return None
+    with Connection(address, timeout, client_id="mm-switchover") as conn:
+        for r in scan_committed(conn, topic, partition, max(0, offset), end, ScanStats()):
+            return r
+    return None
+
+
+def run_switchover(
+    cfg: MirrorConfig,
+    flow: FlowConfig,
+    *,
+    groups: re.Pattern[str] | None,
+    timeout: float,
+    settle: float,
+    force: bool,
+    dry_run: bool,
+    poll_seconds: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> SwitchoverReport:
+    """Wait for the switchover's conditions (up to ``timeout`` seconds), prove it,
+    then move the groups (not with ``dry_run``). Never raises for a condition that
+    does not hold: the report says where it stopped and why."""
+    report = SwitchoverReport(flow.name, flow.source, flow.target, dry_run, force, settle)
+    f = _Flow(cfg, flow, timeout)
+    if not f.keys:
+        report.stopped_at = CATCH_UP
+        report.problems.append(f"flow {flow.name} mirrors no topic of {flow.source}")
+        return report
+    ends = f.ends()
+    if not force:
+        sleep(settle)
+        again = f.ends()
+        report.grown = grown(ends, again)
+        ends = again
+        if report.grown:
+            _fill_partitions(report, f, ends, f.positions())
+            report.stopped_at = SETTLE
+            report.problems.append(
+                f"producers on {flow.source} have not stopped: {len(report.grown)} partition(s) "
+                f"grew during {settle:g}s ({_keys(report.grown)}). Stop them, or pass --force "
+                "to switch over anyway (records written after the mirror's last copy stay "
+                f"on {flow.source})"
+            )
+            return report
+    selected = f.groups(groups)
+    started = clock()
+    while True:
+        positions = f.positions()
+        missing = unmirrored(ends, positions)
+        rows = f.group_partitions(selected)
+        not_covered = uncovered(rows)
+        if not missing and not not_covered:
+            break
+        if clock() - started > timeout:
+            report.waited_seconds = clock() - started
+            _fill_partitions(report, f, ends, positions)
+            report.groups = [_group_row(r, f) for r in rows]
+            if missing:
+                report.stopped_at = CATCH_UP
+                report.problems.append(
+                    f"the mirror did not reach the source end within {timeout:g}s: "
+                    f"{sum(missing.values())} offsets unmirrored on {len(missing)} partition(s) "
+                    f"({_keys(missing)}). Is `mm mirror` running for {flow.name}?"
+                )
+            if not_covered:
+                report.stopped_at = report.stopped_at or CHECKPOINTS
+                report.problems.append(
+                    f"{len(not_covered)} group partition(s) have no checkpoint for the group's "
+                    f"current offset within {timeout:g}s ("
+                    + ", ".join(
+                        f"{r.group} {r.topic}[{r.partition}]@{r.offset}" for r in not_covered[:10]
+                    )
+                    + f"). Is `mm checkpoint` running for {flow.name}?"
+                )
+            return report
+        sleep(poll_seconds)
+    report.waited_seconds = clock() - started
+    _fill_partitions(report, f, ends, positions)
+    report.groups = _prove(f, rows, ends)
+    if report.translations_inexact:
+        report.stopped_at = PROOF
+        report.problems.append(
+            f"{report.translations_inexact} translation(s) are not exact; nothing was committed"
+        )
+        return report
+    if not force:
+        late = grown(ends, f.ends())
+        if late:
+            report.grown = late
+            report.stopped_at = SETTLE
+            report.problems.append(
+                f"producers on {flow.source} wrote again during the switchover ({_keys(late)}); "
+                "nothing was committed"
+            )
+            return report
+    _move_groups(report, f, dry_run, timeout)
+    if any(s not in ("moved", "unchanged", "dry-run") for s in report.group_status.values()):
+        report.stopped_at = GROUPS
+    return report
+
+
+def _prove(f: _Flow, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
+    tgt_keys = sorted({(f.remote[r.topic], r.partition) for r in rows})
+    tgt_ends = {
+        k: hi for k, (_, hi) in reads.log_bounds(f.tgt_consumer, tgt_keys, f.timeout).items()
+    }
+    tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {f.flow.target}", f.timeout)
+    out = []
+    for r in rows:
+        assert r.downstream is not None  # covered
+        tt = f.remote[r.topic]
+        src_next = _first_from(
+            f.src_meta.leader(r.topic, r.partition, f"cluster {f.flow.source}"),
+            r.topic,
+            r.partition,
+            r.offset,
+            ends[(r.topic, r.partition)],
+            f.timeout,
+        )
+        tgt_end = tgt_ends[(tt, r.partition)]
+        tgt_next = _first_from(
+            tgt_meta.leader(tt, r.partition, f"cluster {f.flow.target}"),
+            tt,
+            r.partition,
+            r.downstream,
+            tgt_end,
+            f.timeout,
+        )
+        why = translation_verdict(r.downstream, tgt_end, src_next, tgt_next)
+        row = _group_row(r, f)
+        row.exact, row.reason = why is None, why
+        out.append(row)
+    return out
+
+
+def _group_row(r: GroupPartition, f: _Flow) -> GroupRow:
+    return GroupRow(
+        r.group,
+        f.remote[r.topic],
+        r.partition,
+        r.offset,
+        None,
+        r.downstream if r.covered else None,
+        None,
+        None if r.covered else "no checkpoint for the group's current offset",
+    )
+
+
+def _move_groups(report: SwitchoverReport, f: _Flow, dry_run: bool, timeout: float) -> None:
+    """Commit the proven translations into each group on the target, as `mm failover` does."""
+    from mm_client import commit_group_offsets
+
+    from mm.errors import MirrorError
+
+    by_group: dict[str, list[GroupRow]] = {}
+    for row in report.groups:
+        by_group.setdefault(row.group, []).append(row)
+    if not by_group:
+        return
+    target = TargetGroups(f.tgt_admin, timeout)
+    described = target.describe(sorted(by_group))
+    committed = target.committed(sorted(by_group))
+    for g, rows in sorted(by_group.items()):
+        translated = {(r.topic, r.partition): r.after for r in rows if r.after is not None}
+        result: GroupResult = judge_group(
+            g, f.flow.target, described[g], committed[g], translated, {}, dry_run=dry_run
+        )
+        notes = {(x.topic, x.partition): x for x in result.rows}
+        for r in rows:
+            x = notes.get((r.topic, r.partition))
+            if x is not None:
+                r.before, r.note = x.before, x.note
+        status = result.status
+        if status not in (REFUSED, FAILED) and not dry_run:
+            todo = changes(result.rows)
+            if todo:
+                try:
+                    commit_group_offsets(f.tgt_admin, g, todo, timeout)
+                except MirrorError as exc:
+                    status = FAILED
+                    result.message = (
+                        f"group {g!r}: committing its offsets on {f.flow.target} failed: {exc}"
+                    )
+        report.group_status[g] = status
+        if result.message:
+            report.problems.append(result.message)
+
+
+def _fill_partitions(
+    report: SwitchoverReport, f: _Flow, ends: Mapping[Key, int], positions: Mapping[Key, int]
+) -> None:
+    report.partitions = [
+        PartitionRow(t, p, f.remote[t], ends.get((t, p), 0), positions.get((t, p)))
+        for t, p in f.keys
+    ]
+
+
+def _keys(d: Mapping[Key, Any], limit: int = 10) -> str:
+    names = [f"{t}[{p}]" for t, p in sorted(d)]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
