@@ -349,16 +349,10 @@ def serve_mirror_metrics(
     cfg: MirrorConfig, flows: list[FlowConfig], stats: Mapping[str, Any]
 ) -> MetricsServer | None:
     """Serve the mirror's metrics on ``mm.metrics.port`` (None when that key is unset)."""
-    raw = cfg.mm.get(METRICS_PORT_KEY)
-    if raw is None or not str(raw).strip():
+    port = cfg.setting(METRICS_PORT_KEY)
+    if port is None:
         return None
-    try:
-        port = int(str(raw).strip())
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"mm.{METRICS_PORT_KEY}", raw, "a TCP port (0-65535)")
-    addr = cfg.mm.get(METRICS_ADDR_KEY, "0.0.0.0")
+    addr = cfg.setting(METRICS_ADDR_KEY)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(MirrorCollector(flows, stats))
     from mm.logs import get_logger

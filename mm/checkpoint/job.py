@@ -56,7 +56,7 @@ def run_checkpoint(
 
     spark = build_spark("mm-checkpoint", cfg.spark)
     spark.dataSource.register(OffsetSyncsDataSource)
-    max_per_batch = cfg.mm.get("checkpoint.max.syncs.per.batch", "200000")
+    max_per_batch = str(cfg.setting("checkpoint.max.syncs.per.batch"))
     queries: list[Any] = []
     try:
         for w in workers:

@@ -202,7 +202,17 @@ def defaults_rows() -> list[dict[str, Any]]:
                 "why": None if diff is None else diff.why,
             }
         )
-    return rows
+    return rows + settings_rows()
+
+
+def settings_rows() -> list[dict[str, Any]]:
+    """Our own ``mm.*`` settings (not MM2's): default and what each does."""
+    from mm.config.settings import SETTINGS
+
+    return [
+        {"key": f"mm.{s.key}", "ours": s.default, "mm2": None, "why": None, "about": s.description}
+        for s in SETTINGS.values()
+    ]
 
 
 def render_defaults(rows: list[dict[str, Any]]) -> str:
@@ -211,7 +221,11 @@ def render_defaults(rows: list[dict[str, Any]]) -> str:
         "flow as <source>-><target>.<key> (enabled only per flow). * differs from MM2.",
         "",
     ]
+    ours = [r for r in rows if "about" in r]
+    rows = [r for r in rows if "about" not in r]
     lines += _aligned({r["key"]: f"{_text(r['ours'])}{' *' if r['why'] else ''}" for r in rows}, 2)
+    lines += ["", "Our own mm.* settings (not MM2's; checked when a file is loaded):", ""]
+    lines += _aligned({r["key"]: f"{_text(r['ours'])}  {r['about']}" for r in ours}, 2)
     differing = [r for r in rows if r["why"]]
     if differing:
         table = [("key", "ours", "MM2", "why")]

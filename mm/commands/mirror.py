@@ -25,18 +25,13 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mm.errors import ConfigError
     from mm.source.job import run_mirror
 
     cfg = load_config(args.config)
     flows = select_flows(cfg, args.flow)
     trigger = args.trigger_seconds
     if trigger is None:
-        raw = cfg.mm.get("mirror.trigger.seconds", "1")
-        try:
-            trigger = float(raw)
-        except ValueError:
-            raise ConfigError("mm.mirror.trigger.seconds", raw, "a number of seconds") from None
+        trigger = float(cfg.setting("mirror.trigger.seconds"))
     stats = run_mirror(cfg, once=args.once, trigger_seconds=trigger, flows=flows)
     failed = {k: v for s in stats.values() for k, v in s.errors.items()}
     failed_topics = {t: v for s in stats.values() for t, v in s.failed_topics.items()}

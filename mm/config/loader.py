@@ -40,6 +40,7 @@ from mm.config.keys import (
 from mm.config.librdkafka import ROLES, to_librdkafka
 from mm.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mm.config.properties import load_properties
+from mm.config.settings import parse_settings
 from mm.errors import ConfigError
 from mm.logs import get_logger
 
@@ -151,6 +152,7 @@ def build_config(
         spark=spark,
         state_dir=_state_dir(props, cwd),
         mm=mm,
+        settings=parse_settings(mm, warn=_log().warning),
         other=other,
         config_path=config_path,
     )

@@ -510,19 +510,18 @@ class MirrorConfig(_MaskedRepr, BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
 
-    def mm_positive(self, key: str, default: float, *, integer: bool = False) -> float:
-        """The ``mm.<key>`` setting as a positive number (whole with ``integer``)."""
-        raw = self.mm.get(key)
-        if raw is None:
-            return default
-        expected = "a positive whole number" if integer else "a positive number"
-        try:
-            value = int(raw) if integer else float(raw)
-        except ValueError:
-            raise ConfigError(f"mm.{key}", raw, expected) from None
-        if value <= 0:
-            raise ConfigError(f"mm.{key}", raw, expected)
-        return value
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Every known `mm.*` setting, typed (mm.config.settings); defaults where unset.",
+    )
+
+    def setting(self, key: str) -> Any:
+        """The typed value of setting ``mm.<key>`` (see :data:`mm.config.settings.SETTINGS`)."""
+        from mm.config.settings import SETTINGS
+
+        if key in self.settings:
+            return self.settings[key]
+        return SETTINGS[key].default  # KeyError for a setting nobody defined
 
     def enabled_flows(self) -> list[FlowConfig]:
         return [f for f in self.flows if f.enabled]

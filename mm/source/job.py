@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from mm_client.kafka.admin import ensure_topic
 
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import ConfigError, MirrorError
+from mm.errors import MirrorError
 from mm.logs import get_logger
 from mm.signals import stop_on_signals
 from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
@@ -29,22 +29,11 @@ from mm.source.topics import TopicMirrorPlanner
 # group needs every sync between its offset and the head, and compaction keeps one
 # per partition. Retention bounds it instead (docs/offset-syncs.md).
 OFFSET_SYNCS_RETENTION_KEY = "offset.syncs.retention.ms"
-DEFAULT_OFFSET_SYNCS_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
 def offset_syncs_topic_config(cfg: MirrorConfig) -> dict[str, str]:
     """Configs the mirror creates the offset-syncs topic with (``mm.offset.syncs.retention.ms``)."""
-    raw = cfg.mm.get(OFFSET_SYNCS_RETENTION_KEY)
-    ms = DEFAULT_OFFSET_SYNCS_RETENTION_MS
-    if raw is not None:
-        try:
-            ms = int(str(raw).strip())
-        except ValueError:
-            ms = -2
-        if ms < -1 or ms == 0:
-            raise ConfigError(
-                f"mm.{OFFSET_SYNCS_RETENTION_KEY}", raw, "a positive number of ms, or -1 (forever)"
-            )
+    ms = cfg.setting(OFFSET_SYNCS_RETENTION_KEY)
     return {"cleanup.policy": "delete", "retention.ms": str(ms)}
 
 
@@ -245,7 +234,7 @@ def _run_flows(
 
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)
-    max_per_partition = cfg.mm.get("mirror.max.records.per.partition.per.batch", "1000000")
+    max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
     stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
 
     def start(flow: FlowConfig) -> Any:
@@ -275,7 +264,7 @@ def _run_flows(
         )
         return writer.start()
 
-    retry_timeout = cfg.mm_positive("mirror.retry.timeout.seconds", 300.0)
+    retry_timeout = cfg.setting("mirror.retry.timeout.seconds")
     from mm.metrics import serve_mirror_metrics
 
     metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port

@@ -42,16 +42,10 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         transactional_id_prefix=f"mm.{flow.source}.{flow.target}",
         errors_tolerance=flow.errors_tolerance,
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
-        max_records_per_txn=int(
-            cfg.mm_positive("mirror.max.records.per.transaction", 200_000, integer=True)
-        ),
-        task_threads=int(cfg.mm_positive("mirror.task.threads", 8, integer=True)),
-        # pooling is opt-in (see FlowRuntime.pool_max_clients)
-        pool_max_clients=(
-            int(cfg.mm_positive("mirror.pool.max.clients", 600, integer=True))
-            if "mirror.pool.max.clients" in cfg.mm
-            else 0
-        ),
+        max_records_per_txn=cfg.setting("mirror.max.records.per.transaction"),
+        task_threads=cfg.setting("mirror.task.threads"),
+        # pooling is opt-in (see FlowRuntime.pool_max_clients): unset = 0
+        pool_max_clients=cfg.setting("mirror.pool.max.clients") or 0,
     )
 
 
@@ -84,11 +78,9 @@ def mirror_plan(
         topics=dict(planner.known) if planner is not None else {},
         failed=dict(planner.failed) if planner is not None else {},
         refreshed_at=time.time(),
-        position_refresh_seconds=cfg.mm_positive(
-            "mirror.position.refresh.interval.seconds", 86_400
-        ),
-        records_per_task=int(cfg.mm_positive("mirror.task.records", 100_000, integer=True)),
-        ranges_per_task=int(cfg.mm_positive("mirror.task.max.partitions", 256, integer=True)),
+        position_refresh_seconds=cfg.setting("mirror.position.refresh.interval.seconds"),
+        records_per_task=cfg.setting("mirror.task.records"),
+        ranges_per_task=cfg.setting("mirror.task.max.partitions"),
         position_refresh_file=str(
             Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.refreshed.json"
         ),

@@ -32,6 +32,7 @@ from mm_client.records import Checkpoint, Heartbeat
 
 from mm.checkpoint import snapshot
 from mm.config import FlowConfig, MirrorConfig
+from mm.config.settings import SETTINGS
 from mm.errors import MirrorError, RecordDecodeError
 from mm.source.runtime import offset_syncs_topic, state_group
 from mm.source.topics import select_topics
@@ -50,7 +51,7 @@ DEFAULT_TIMEOUT = 15.0
 # newest records of X.checkpoints.internal read per round (compaction keeps the
 # topic small on Kafka; the scan is bounded where it does not run)
 CHECKPOINT_SCAN_KEY = "status.checkpoints.scan.records"
-DEFAULT_CHECKPOINT_SCAN = 100_000
+DEFAULT_CHECKPOINT_SCAN: int = SETTINGS[CHECKPOINT_SCAN_KEY].default
 
 
 def collect(
@@ -64,18 +65,7 @@ def collect(
 
 
 def _scan_limit(cfg: MirrorConfig) -> int:
-    from mm.errors import ConfigError
-
-    raw = cfg.mm.get(CHECKPOINT_SCAN_KEY)
-    if raw is None:
-        return DEFAULT_CHECKPOINT_SCAN
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"mm.{CHECKPOINT_SCAN_KEY}", raw, "a positive number of records")
-    return value
+    return int(cfg.setting(CHECKPOINT_SCAN_KEY))
 
 
 def collect_flow(

@@ -39,15 +39,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mm.config import MirrorConfig
-from mm.errors import ConfigError
+from mm.config.settings import SETTINGS
 
 # mm.* keys (without the prefix) and defaults
 LATENCY_KEY = "alert.replication.latency.ms"
 RECORD_LAG_KEY = "alert.record.lag"
 CHECKPOINT_AGE_KEY = "alert.checkpoint.age.seconds"
-DEFAULT_LATENCY_MS = 30_000
-DEFAULT_RECORD_LAG = 100_000
-DEFAULT_CHECKPOINT_AGE_S = 300
+DEFAULT_LATENCY_MS: int = SETTINGS[LATENCY_KEY].default
+DEFAULT_RECORD_LAG: int = SETTINGS[RECORD_LAG_KEY].default
+DEFAULT_CHECKPOINT_AGE_S: int = SETTINGS[CHECKPOINT_AGE_KEY].default
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,9 @@ class Thresholds:
     @classmethod
     def from_config(cls, cfg: MirrorConfig) -> Thresholds:
         return cls(
-            _non_negative(cfg, LATENCY_KEY, DEFAULT_LATENCY_MS, "milliseconds"),
-            _non_negative(cfg, RECORD_LAG_KEY, DEFAULT_RECORD_LAG, "records"),
-            _non_negative(cfg, CHECKPOINT_AGE_KEY, DEFAULT_CHECKPOINT_AGE_S, "seconds"),
+            cfg.setting(LATENCY_KEY),
+            cfg.setting(RECORD_LAG_KEY),
+            cfg.setting(CHECKPOINT_AGE_KEY),
         )
 
     def as_properties(self) -> dict[str, int]:
@@ -72,19 +72,6 @@ class Thresholds:
             f"mm.{RECORD_LAG_KEY}": self.record_lag,
             f"mm.{CHECKPOINT_AGE_KEY}": self.checkpoint_age_seconds,
         }
-
-
-def _non_negative(cfg: MirrorConfig, key: str, default: int, unit: str) -> int:
-    raw = cfg.mm.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"mm.{key}", raw, f"a non-negative integer number of {unit}") from None
-    if value < 0:
-        raise ConfigError(f"mm.{key}", raw, f"a non-negative integer number of {unit}")
-    return value
 
 
 @dataclass

@@ -18,6 +18,7 @@ from mm.config import FlowConfig
 from mm.config.defaults_doc import MM2_DIFFERENCES
 from mm.config.keys import MASK
 from mm.config.loader import FLOW_KEYS
+from mm.config.settings import SETTINGS
 
 pytestmark = pytest.mark.unit
 
@@ -341,8 +342,12 @@ def test_defaults_lists_every_flow_key_and_mm2_differences() -> None:
         row = next(r for r in proc.stdout.splitlines() if r.split()[:1] == [key] and diff.why in r)
         assert row.split()[:3] == [key, str(DEFAULTS[key]), str(diff.mm2)]
 
+    for key in SETTINGS:
+        assert f"  mm.{key} " in proc.stdout
     rows = json.loads(mm("config", "defaults", "--json").stdout)
-    assert [r["key"] for r in rows] == [key for key, _old in FLOW_KEYS.values()]
+    assert [r["key"] for r in rows] == [key for key, _old in FLOW_KEYS.values()] + [
+        f"mm.{key}" for key in SETTINGS
+    ]
     by_key = {r["key"]: r for r in rows}
     assert by_key["emit.checkpoints.interval.seconds"] == {
         "key": "emit.checkpoints.interval.seconds",

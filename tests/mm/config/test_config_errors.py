@@ -275,27 +275,3 @@ def test_global_keys_are_validated_without_any_flow() -> None:
     with pytest.raises(ConfigError) as info:
         build_config({**props, "emit.checkpoints.interval.seconds": "often"})
     assert info.value.key == "emit.checkpoints.interval.seconds"
-
-
-@pytest.mark.parametrize(
-    ("key", "raw", "integer", "expected"),
-    [
-        ("mirror.max.records.per.transaction", "lots", True, "a positive whole number"),
-        ("mirror.max.records.per.transaction", "0", True, "a positive whole number"),
-        ("mirror.max.records.per.transaction", "2.5", True, "a positive whole number"),
-        ("mirror.position.refresh.interval.seconds", "-1", False, "a positive number"),
-        ("mirror.retry.timeout.seconds", "soon", False, "a positive number"),
-    ],
-)
-def test_mm_numbers_must_be_positive(key: str, raw: str, integer: bool, expected: str) -> None:
-    cfg = build_config({**BASE, f"mm.{key}": raw})
-    with pytest.raises(ConfigError) as err:
-        cfg.mm_positive(key, 1, integer=integer)
-    assert err.value.key == f"mm.{key}" and err.value.value == raw
-    assert expected in str(err.value)
-
-
-def test_mm_numbers_default_and_parse() -> None:
-    cfg = build_config({**BASE, "mm.mirror.max.records.per.transaction": "70"})
-    assert cfg.mm_positive("mirror.max.records.per.transaction", 5, integer=True) == 70
-    assert cfg.mm_positive("mirror.position.refresh.interval.seconds", 86_400) == 86_400
