@@ -41,6 +41,7 @@ from typing import Any
 
 from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
 from mm.config import FlowConfig, load_config
+from mm.dr.failover_point import FailoverPoint
 from mm.dr.groups import (
     DRY_RUN,
     FAILED,
@@ -108,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
     selector = _selector(args)
+    from mm.dr.failover_point_run import read_failover_point, record_failover_point
+
+    # where the mirror stood, read from the target only (the source may be gone);
+    # recorded there before any group moves
+    point = read_failover_point(cfg, flow, args.timeout)
+    point_topic = None if args.dry_run else record_failover_point(cfg, flow, point, args.timeout)
     policy = flow.policy()
     target = cfg.cluster(flow.target)
     # one read of the checkpoints topic for every selected group
@@ -178,12 +185,15 @@ def run(args: argparse.Namespace) -> int:
         message = None
     ok = bool(todo) and not any(r.failed for r in ordered)
     if args.json:
-        print(json.dumps(_as_json(flow, topic, args, ordered, ok, message), indent=2))
+        out = _as_json(flow, topic, args, ordered, ok, message)
+        out["failover_point"] = {**point.to_json(), "recorded_in": point_topic}
+        print(json.dumps(out, indent=2))
     else:
         rows = [row for r in ordered for row in r.rows]
         if rows:
             print(format_table(rows))
         print(summary(flow, ordered, dry_run=args.dry_run))
+        print(describe_point(point, point_topic, flow.target))
     for r in ordered:
         if r.message:
             print(f"mm failover: {r.message}", file=sys.stderr)
@@ -233,6 +243,40 @@ def summary(flow: FlowConfig, results: list[GroupResult], *, dry_run: bool) -> s
 
 
 _STATUSES = (MOVED, UNCHANGED, DRY_RUN, REFUSED, NO_CHECKPOINTS, FAILED)
+
+
+def describe_point(point: FailoverPoint, recorded_in: str | None, cluster: str) -> str:
+    """The failover point in a few lines: the estimated loss, then the partitions behind."""
+    where = f"recorded in {recorded_in} on {cluster}" if recorded_in else "dry run, not recorded"
+    if point.ends_seen_ms is None:
+        loss = (
+            "estimated loss unknown: the mirror published no source end offsets "
+            "(mm-mirror-ends topic missing or empty)"
+        )
+    else:
+        seconds = point.loss_seconds
+        span = "an unknown span" if seconds is None else f"{seconds:.1f}s"
+        loss = (
+            f"estimated loss: {point.loss_offsets} offsets not mirrored (records and "
+            f"transaction markers), up to {span} of data, against the source ends the "
+            f"mirror saw at {_utc(point.ends_seen_ms)}"
+        )
+    lines = [f"failover point ({where}): {loss}"]
+    behind = [p for p in point.partitions if p.loss_offsets]
+    for p in behind[:20]:
+        lines.append(
+            f"  {p.topic}[{p.partition}]: mirrored up to {p.mirrored_to}, source end seen "
+            f"{p.source_end_seen} ({p.loss_offsets} offsets behind)"
+        )
+    if len(behind) > 20:
+        lines.append(f"  ... and {len(behind) - 20} more partitions behind")
+    return "\n".join(lines)
+
+
+def _utc(ms: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _as_json(

@@ -53,6 +53,19 @@ def ensure_offset_syncs_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
     )
 
 
+def ensure_ends_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
+    """The target's record of the source ends the mirror saw (mm.source.ends)."""
+    from mm.source.ends import ENDS_TOPIC_CONFIG, ends_topic
+
+    ensure_topic(
+        _admin(cfg, flow.target),
+        ends_topic(flow.source),
+        f"cluster {flow.target}",
+        flow.offset_syncs_topic_replication_factor,
+        config=dict(ENDS_TOPIC_CONFIG),
+    )
+
+
 @dataclass
 class FlowStats:
     """Totals a flow's query accumulates across micro-batches (driver side)."""
@@ -210,6 +223,7 @@ def _run_flows(
 
     for flow in flows:
         ensure_offset_syncs_topic(cfg, flow)
+        ensure_ends_topic(cfg, flow)
 
         if flow.errors_tolerance == "all" and flow.errors_deadletterqueue_topic_name:
             ensure_topic(

@@ -74,6 +74,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._log_starts: dict[str, int] = {}
         self._clock: RefreshClock | None = None
         self._admin: Any = None
+        self._ends: Any = None  # mm.source.ends.EndsPublisher, once needed
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -114,12 +115,32 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._refresh_topics()
         tps = [(t, p) for t, mt in self._topics.items() for p in range(mt.partitions)]
         marks = watermarks(self.runtime.source_consumer, tps, admin=self._source_admin())
+        self._ends_publisher().seen({k: hi for k, (_lo, hi) in marks.items()})
         ends: dict[str, int] = {}
         for (t, p), (lo, hi) in marks.items():
             k = _key(t, p)
             self._log_starts[k] = lo
             ends[k] = hi
         return ends
+
+    def _ends_publisher(self) -> Any:
+        """Publishes the source ends seen to the target (the failover point's estimate)."""
+        if self._ends is None:
+            from confluent_kafka import Producer
+
+            from mm.logs import get_logger
+            from mm.source.ends import EndsPublisher, ends_topic
+
+            rt = self.runtime
+            conf = {**rt.target_producer, "enable.idempotence": True, "acks": "all"}
+            conf.pop("transactional.id", None)
+            self._ends = EndsPublisher(
+                Producer(conf),
+                ends_topic(rt.source),
+                f"{rt.source}->{rt.target}",
+                log=get_logger("mm.mirror.planner").warning,
+            )
+        return self._ends
 
     def _source_admin(self) -> Any:
         """The planner's AdminClient of the source (batched offset listings)."""
@@ -137,6 +158,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # the driver refreshed the topics just before starting the query
         self._refresh_topics(force=not self._plan.fresh_topics(time.time()))
         self._target_offsets = self._current_ends()
+        # a run this short may end before an asynchronous delivery
+        self._ends_publisher().close()
         from mm.logs import get_logger
 
         get_logger("mm.mirror.planner").debug(

@@ -144,7 +144,12 @@ def table_rows(stdout: str) -> list[list[str]]:
     """The data rows of the failover table (header and summary line left out)."""
     lines = stdout.splitlines()
     assert lines and lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "BEFORE", "AFTER", "NOTE"]
-    return [line.split(None, 5) for line in lines[1:] if not line.startswith("failover ")]
+    rows = []
+    for line in lines[1:]:
+        if line.startswith("failover "):
+            break  # the summary, then the failover point
+        rows.append(line.split(None, 5))
+    return rows
 
 
 def read_with_kafka_python(bootstrap: str, group: str, want: dict[int, list[KV]]) -> Any:

@@ -1,0 +1,151 @@
+"""Reading and recording the failover point on the target (never the source).
+
+Reads the mirror's committed positions (its state group), the newest source ends it
+published (``mm-mirror-ends.<source>.internal``), and the timestamp of the newest
+record of each target partition (a read_committed consumer on the partition's
+tail); records the point in ``mm-failover-points.<source>.internal`` (kept
+forever). Consumers only: this works with any ``security.protocol``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as TP
+from mm_client.kafka import ensure_topic
+from mm_client.kafka.errors import wrap
+
+from mm.config import FlowConfig, MirrorConfig
+from mm.dr.failover_point import FailoverPoint, failover_point, failover_points_topic
+from mm.errors import KafkaOperationError
+from mm.source.ends import SeenEnds, decode_ends, ends_topic
+from mm.source.runtime import state_group
+from mm.verify.reads import mirror_positions
+
+Key = tuple[str, int]
+_TAIL = 200  # offsets read back from a target partition's end for its newest record
+
+
+def _reader(conf: Mapping[str, Any]) -> Consumer:
+    return Consumer(
+        {
+            **conf,
+            "group.id": f"__mm-failover-{uuid.uuid4().hex[:8]}",  # assign() only
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+
+
+def _tail(consumer: Consumer, topic: str, partition: int, timeout: float) -> list[Any]:
+    """The records of the last ``_TAIL`` offsets of a partition (read to its end)."""
+    tp = TP(topic, partition)
+    try:
+        lo, hi = consumer.get_watermark_offsets(tp, timeout=timeout)
+    except KafkaException as exc:
+        raise wrap(exc, f"end offsets of {topic}[{partition}]") from exc
+    if hi <= lo or hi == OFFSET_INVALID:
+        return []
+    consumer.assign([TP(topic, partition, max(lo, hi - _TAIL))])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.5):
+                err = m.error()
+                if err is None:
+                    out.append(m)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    return out
+                else:
+                    raise wrap(KafkaException(err), f"read {topic}[{partition}]")
+    finally:
+        consumer.unassign()
+    raise KafkaOperationError(f"no end of {topic}[{partition}] within {timeout:.0f}s")
+
+
+def newest_ends(conf: Mapping[str, Any], flow: FlowConfig, timeout: float) -> SeenEnds | None:
+    """The newest source ends the mirror of ``flow`` published (None: none, or no topic)."""
+    topic = ends_topic(flow.source)
+    consumer = _reader(conf)
+    try:
+        md = consumer.list_topics(topic, timeout=timeout)
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None:
+            return None
+        newest = None
+        for m in _tail(consumer, topic, 0, timeout):
+            if m.key() == flow.name.encode():
+                newest = decode_ends(m.value())
+        return newest
+    except KafkaException as exc:
+        raise wrap(exc, f"read {topic}") from exc
+    finally:
+        consumer.close()
+
+
+def read_failover_point(cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> FailoverPoint:
+    target = cfg.cluster(flow.target)
+    policy = flow.policy()
+    where = f"cluster {flow.target}"
+    committed = mirror_positions(target.librdkafka("admin"), state_group(flow), where, timeout)
+    positions = {(policy.upstream_topic(tt) or tt, p): pos for (tt, p), pos in committed.items()}
+    conf = target.librdkafka("consumer")
+    seen = newest_ends(conf, flow, timeout)
+    keys = set(positions) | set(seen.ends if seen else {})
+    newest: dict[Key, int | None] = {}
+    consumer = _reader(conf)
+    try:
+        for t, p in sorted(keys):
+            tail = _tail(consumer, policy.format_remote_topic(flow.source, t), p, timeout)
+            newest[(t, p)] = tail[-1].timestamp()[1] if tail else None
+    finally:
+        consumer.close()
+    return failover_point(
+        flow.name,
+        flow.source,
+        flow.target,
+        int(time.time() * 1000),
+        positions,
+        seen.ends if seen else None,
+        seen.time_ms if seen else None,
+        newest,
+        lambda t: policy.format_remote_topic(flow.source, t),
+    )
+
+
+def record_failover_point(
+    cfg: MirrorConfig, flow: FlowConfig, point: FailoverPoint, timeout: float
+) -> str:
+    """Write ``point`` durably (acks=all) on the target; returns the topic."""
+    from confluent_kafka.admin import AdminClient
+
+    target = cfg.cluster(flow.target)
+    topic = failover_points_topic(flow.source)
+    admin_conf: dict[str, Any] = target.librdkafka("admin")
+    ensure_topic(
+        AdminClient(admin_conf),
+        topic,
+        f"cluster {flow.target}",
+        flow.offset_syncs_topic_replication_factor,
+        config={"cleanup.policy": "delete", "retention.ms": "-1"},
+    )
+    producer = Producer(
+        {**target.librdkafka("producer"), "enable.idempotence": True, "acks": "all"}
+    )
+    failed: list[Any] = []
+    key, value = point.encode()
+    producer.produce(topic, value, key, on_delivery=lambda err, _m: failed.append(err))
+    left = producer.flush(timeout)
+    if left or (failed and failed[0] is not None):
+        raise KafkaOperationError(
+            f"recording the failover point in {topic} on {flow.target} failed: "
+            f"{failed[0] if failed and failed[0] is not None else 'not acknowledged in time'}"
+        )
+    return topic

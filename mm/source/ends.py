@@ -1,0 +1,91 @@
+"""The source end offsets the mirror has seen, kept on the target for the failover point.
+
+The planner lists every mirrored partition's end offset (read_committed) for each
+micro-batch. At most every :data:`PUBLISH_INTERVAL_S` it writes them as one record
+to ``mm-mirror-ends.<source>.internal`` on the target (key: the flow; value: JSON
+``{"flow", "time_ms", "ends": {topic: {partition: end}}}``; compacted, so Apache
+Kafka keeps the newest per flow). When the source is unreachable, `mm failover`
+reads the newest one there: with the mirror's committed position it estimates what
+the source held that never reached the target, without asking the source.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Key = tuple[str, int]
+
+ENDS_TOPIC = "mm-mirror-ends.{source}.internal"
+PUBLISH_INTERVAL_S = 5.0
+ENDS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+def ends_topic(source: str) -> str:
+    return ENDS_TOPIC.format(source=source)
+
+
+@dataclass(frozen=True)
+class SeenEnds:
+    flow: str
+    time_ms: int  # when the planner read them
+    ends: dict[Key, int]
+
+
+def encode_ends(flow: str, time_ms: int, ends: Mapping[Key, int]) -> tuple[bytes, bytes]:
+    by_topic: dict[str, dict[str, int]] = {}
+    for (t, p), end in sorted(ends.items()):
+        by_topic.setdefault(t, {})[str(p)] = end
+    value = {"flow": flow, "time_ms": time_ms, "ends": by_topic}
+    return flow.encode(), json.dumps(value, separators=(",", ":")).encode()
+
+
+def decode_ends(value: bytes) -> SeenEnds:
+    """Raises ValueError naming what is wrong."""
+    try:
+        doc = json.loads(value)
+        ends = {
+            (t, int(p)): int(end) for t, parts in doc["ends"].items() for p, end in parts.items()
+        }
+        return SeenEnds(str(doc["flow"]), int(doc["time_ms"]), ends)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a mirror-ends record ({exc!r}): {value[:80]!r}") from None
+
+
+class EndsPublisher:
+    """Produces the ends seen at most every ``interval`` seconds (asynchronously: a
+    failed delivery is logged, the next publication replaces it)."""
+
+    def __init__(
+        self,
+        producer: Any,
+        topic: str,
+        flow: str,
+        interval: float = PUBLISH_INTERVAL_S,
+        log: Callable[..., None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._producer, self._topic, self._flow = producer, topic, flow
+        self._interval, self._log, self._clock = interval, log, clock
+        self._last = float("-inf")
+
+    def seen(self, ends: Mapping[Key, int]) -> bool:
+        """Publish ``ends`` if the last publication is ``interval`` old; True if it did."""
+        now = self._clock()
+        self._producer.poll(0)  # serve the previous delivery report
+        if now - self._last < self._interval or not ends:
+            return False
+        key, value = encode_ends(self._flow, int(now * 1000), ends)
+        self._producer.produce(self._topic, value, key, on_delivery=self._delivered)
+        self._last = now
+        return True
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None and self._log is not None:
+            self._log("source ends not published", topic=self._topic, error=str(err))
+
+    def close(self) -> None:
+        self._producer.flush(10)

@@ -1,0 +1,144 @@
+"""`mm failover` records the failover point on B, with A unreachable.
+
+A continuous mirror copies a 2-partition backlog 100 offsets per partition per
+micro-batch and is killed (SIGKILL, whole process tree) part-way. `mm failover` then
+runs with a config whose A answers nowhere: it reads only B, records where the mirror
+stood and estimates the loss from the source ends the mirror had seen. The estimate
+must equal the records acknowledged on A that never reached B.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from support.clusters import KafkaCluster
+from support.eos import wait_for_batches
+from support.groups import run_mm
+from support.mirror import (
+    ContinuousMirror,
+    create_topic,
+    mirror_properties,
+    partition_count,
+    read_topic_committed,
+)
+
+from mm.dr.failover_point import FailoverPoint
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+PER_PARTITION = 1500
+
+
+def _dead_address() -> str:
+    """A loopback port nothing listens on (the source cluster is gone)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def _recorded_points(bootstrap: str, topic: str) -> list[FailoverPoint]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"mm-test-{uuid.uuid4().hex[:8]}",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    points = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while True:
+            msgs = consumer.consume(100, 5.0)
+            assert msgs, f"no end of {topic}"
+            for m in msgs:
+                err = m.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    return points
+                assert err is None, err
+                points.append(FailoverPoint.decode(m.value()))
+    finally:
+        consumer.close()
+
+
+def test_failover_records_the_point_and_the_loss_without_the_source(
+    cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
+) -> None:
+    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    topic = f"fop-{uuid.uuid4().hex[:8]}"
+    create_topic(a, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": a, "linger.ms": 20})
+    for i in range(PER_PARTITION * PARTITIONS):
+        producer.produce(topic, f"v{i}".encode(), f"k{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0  # every record acknowledged on A
+    props = mirror_properties(
+        tmp_path / "mm2.properties",
+        a,
+        b,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra={
+            "mm.mirror.max.records.per.partition.per.batch": "100",
+            "mm.mirror.trigger.seconds": "1",
+        },
+    )
+    mirror = ContinuousMirror(props, tmp_path)
+    try:
+        alive = lambda: mirror.proc.poll() is None  # noqa: E731
+        assert wait_for_batches(mirror.stderr_path, 3, 180, alive) >= 3, mirror.output()[-6000:]
+    finally:
+        mirror.close()  # SIGKILL to the whole process group: the disaster
+
+    on_b = read_topic_committed(b, f"A.{topic}", PARTITIONS)
+    missing = {p: PER_PARTITION - len(on_b[p]) for p in range(PARTITIONS)}
+    assert sum(missing.values()) > 0, "the mirror finished before it was killed"
+
+    if partition_count(b, "A.checkpoints.internal") is None:
+        # what `mm checkpoint` creates on B (no group of this test has checkpoints)
+        create_topic(b, "A.checkpoints.internal", 1, {"cleanup.policy": "compact"})
+    # from now on A is unreachable
+    dead = mirror_properties(
+        tmp_path / "dead-a.properties", _dead_address(), b, [topic], state_dir=tmp_path / "state"
+    )
+    res = run_mm(dead, "failover", "--groups", f"fop-none-{uuid.uuid4().hex[:6]}", "--json")
+    # no group has checkpoints (exit 1), yet the point is recorded: it is the flow's
+    assert res.returncode == 1, res.describe()
+    point = json.loads(res.stdout)["failover_point"]
+    assert point["recorded_in"] == "mm-failover-points.A.internal"
+    rows = {r["partition"]: r for r in point["partitions"] if r["topic"] == topic}
+    assert sorted(rows) == list(range(PARTITIONS))
+    for p, row in rows.items():
+        # plain records: offsets are records, the position is what B holds
+        assert row["mirrored_to"] == len(on_b[p]), row
+        assert row["source_end_seen"] == PER_PARTITION, row
+        assert row["loss_offsets"] == missing[p], row
+        assert row["target_topic"] == f"A.{topic}"
+        assert row["loss_seconds"] is None or 0 <= row["loss_seconds"] < 600, row
+    if all(r["loss_seconds"] is not None for r in rows.values()):
+        assert point["loss_seconds"] is not None
+
+    recorded = [
+        pt for pt in _recorded_points(b, "mm-failover-points.A.internal") if pt.flow == "A->B"
+    ]
+    mine = [pt for pt in recorded if any(x.topic == topic for x in pt.partitions)]
+    assert len(mine) == 1
+    assert {x.partition: x.loss_offsets for x in mine[0].partitions if x.topic == topic} == missing
+
+    # the text form says the same; --dry-run records nothing more
+    text = run_mm(dead, "failover", "--groups", "fop-none-x", "--dry-run")
+    assert f"estimated loss: {sum(missing.values())} offsets not mirrored" in text.stdout, (
+        text.describe()
+    )
+    for p in range(PARTITIONS):
+        assert (
+            f"{topic}[{p}]: mirrored up to {len(on_b[p])}, source end seen {PER_PARTITION} "
+            f"({missing[p]} offsets behind)" in text.stdout
+        ), text.describe()
+    assert "failover point (dry run, not recorded)" in text.stdout
+    assert len(_recorded_points(b, "mm-failover-points.A.internal")) == len(recorded)

@@ -1,0 +1,114 @@
+"""The failover point (pure) and the mirror's published source ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mm.dr.failover_point import FailoverPoint, failover_point
+from mm.source.ends import EndsPublisher, decode_ends, encode_ends
+
+pytestmark = pytest.mark.unit
+
+
+def remote(t: str) -> str:
+    return f"A.{t}"
+
+
+def test_loss_is_the_ends_seen_minus_the_mirrored_positions() -> None:
+    point = failover_point(
+        "A->B",
+        "A",
+        "B",
+        1_000_000,
+        # ("w", 0): a topic the mirror no longer plans
+        positions={("t", 0): 100, ("t", 1): 40, ("u", 0): 7, ("w", 0): 5},
+        ends_seen={("t", 0): 100, ("t", 1): 55, ("u", 0): 9, ("v", 0): 3},
+        ends_seen_ms=990_000,
+        newest_ms={("t", 0): 980_000, ("t", 1): 960_000, ("u", 0): None, ("v", 0): None},
+        remote=remote,
+    )
+    rows = {(p.topic, p.partition): p for p in point.partitions}
+    assert sorted(rows) == [("t", 0), ("t", 1), ("u", 0), ("v", 0)]
+    assert (rows[("t", 0)].loss_offsets, rows[("t", 0)].loss_seconds) == (0, 0.0)
+    # 15 offsets behind; the newest mirrored record is 30 s older than the end seen
+    assert (rows[("t", 1)].loss_offsets, rows[("t", 1)].loss_seconds) == (15, 30.0)
+    # behind, with no timestamp to measure the span: unknown seconds
+    assert (rows[("u", 0)].loss_offsets, rows[("u", 0)].loss_seconds) == (2, None)
+    # never mirrored: everything the source held
+    assert rows[("v", 0)].mirrored_to is None and rows[("v", 0)].loss_offsets == 3
+    assert rows[("v", 0)].target_topic == "A.v"
+    assert point.loss_offsets == 20
+    assert point.loss_seconds is None  # one span unknown
+
+
+def test_without_published_ends_the_loss_is_unknown_not_zero() -> None:
+    point = failover_point("A->B", "A", "B", 5, {("t", 0): 10}, None, None, {("t", 0): 1}, remote)
+    (row,) = point.partitions
+    assert row.mirrored_to == 10 and row.source_end_seen is None
+    assert row.loss_offsets is None and point.loss_offsets is None
+
+
+def test_failover_point_round_trip() -> None:
+    point = failover_point(
+        "A->B", "A", "B", 7, {("t", 0): 4}, {("t", 0): 9}, 6, {("t", 0): 1}, remote
+    )
+    key, value = point.encode()
+    assert key == b"A->B"
+    back = FailoverPoint.decode(value)
+    assert back == point and back.to_json()["loss_offsets"] == 5
+    with pytest.raises(ValueError, match="not a failover point"):
+        FailoverPoint.decode(b'{"flow": "A->B"}')
+
+
+def test_ends_round_trip_and_bad_records() -> None:
+    key, value = encode_ends("A->B", 42, {("t", 0): 5, ("t", 1): 6, ("x.y", 0): 0})
+    assert key == b"A->B"
+    seen = decode_ends(value)
+    assert (seen.flow, seen.time_ms) == ("A->B", 42)
+    assert seen.ends == {("t", 0): 5, ("t", 1): 6, ("x.y", 0): 0}
+    for bad in (b"", b"[]", b'{"flow": "f", "time_ms": 1, "ends": {"t": {"x": 1}}}'):
+        with pytest.raises(ValueError, match="not a mirror-ends record"):
+            decode_ends(bad)
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes]] = []
+        self.callbacks: list[Any] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any) -> None:
+        self.sent.append((topic, key, value))
+        self.callbacks.append(on_delivery)
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+def test_publisher_publishes_at_most_every_interval_and_logs_failures() -> None:
+    now = [100.0]
+    logged: list[Any] = []
+    producer = FakeProducer()
+    pub = EndsPublisher(
+        producer,
+        "mm-mirror-ends.A.internal",
+        "A->B",
+        5.0,
+        log=lambda *a, **kw: logged.append(kw),
+        clock=lambda: now[0],
+    )
+    assert pub.seen({("t", 0): 1})
+    now[0] = 103.0
+    assert not pub.seen({("t", 0): 2})  # too soon
+    now[0] = 105.0
+    assert not pub.seen({})  # nothing to say
+    assert pub.seen({("t", 0): 3})
+    assert [decode_ends(v).ends for _t, _k, v in producer.sent] == [{("t", 0): 1}, {("t", 0): 3}]
+    assert decode_ends(producer.sent[1][2]).time_ms == 105_000
+    producer.callbacks[0]("BROKER_NOT_AVAILABLE", None)
+    producer.callbacks[1](None, None)
+    assert logged == [{"topic": "mm-mirror-ends.A.internal", "error": "BROKER_NOT_AVAILABLE"}]
