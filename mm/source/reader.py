@@ -124,9 +124,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _source_admin(self) -> Any:
         """The planner's AdminClient of the source (batched offset listings)."""
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient
+            from mm_client.kafka.clients import new_admin
 
-            self._admin = AdminClient(dict(self._plan.planner["source_admin"]))
+            self._admin = new_admin(self._plan.planner["source_admin"])
         return self._admin
 
     def initialOffset(self) -> dict[str, int]:
