@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
+from mm_client.kafka import new_admin, new_consumer, new_producer
 from mm_client.records import OffsetSync
 from mm_client.translation import translate_offset
 
@@ -40,7 +41,7 @@ class PartitionCheck:
 
 def read_partition(bootstrap: str, topic: str, partition: int) -> list[Any]:
     """Every readable record of one partition (read_committed), in order."""
-    c = Consumer(
+    c = new_consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "mm-demo-reader",
@@ -69,10 +70,10 @@ def read_partition(bootstrap: str, topic: str, partition: int) -> list[Any]:
 
 
 def produce_demo_data(bootstrap: str, records: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = new_admin({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "mm-demo"})
+    plain = new_producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    txn = new_producer({"bootstrap.servers": bootstrap, "transactional.id": "mm-demo"})
     txn.init_transactions(30)
     for i in range(records):
         p = i % PARTITIONS

@@ -56,6 +56,7 @@ from mm_client.connection import (
     throwaway_consumer_conf,
 )
 from mm_client.errors import RecordDecodeError
+from mm_client.kafka.clients import closing_consumer
 from mm_client.kafka.errors import describe_exception, error_code
 from mm_client.policy import ReplicationPolicy
 from mm_client.records import Checkpoint
@@ -203,13 +204,10 @@ def read_checkpoints(
     consumer_conf.setdefault("fetch.wait.max.ms", 100)
     consumer_conf.setdefault("max.partition.fetch.bytes", 10_485_760)
     consumer_conf["auto.offset.reset"] = "earliest"
-    consumer = Consumer(consumer_conf)
-    try:
+    with closing_consumer(consumer_conf) as consumer:
         partitions = _partitions(consumer, topic, bootstrap, deadline, trail)
         reader = _Reader(match)
         ends = reader.read(consumer, topic, partitions, deadline, bootstrap, trail)
-    finally:
-        consumer.close()
     if reader.skipped:
         logger.warning(
             "skipped %d undecodable record(s) of %d in %s on %s",

@@ -17,7 +17,6 @@ get a unique ``group.id`` only because librdkafka wants one.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -25,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mm_client.cluster_errors import ClusterUnavailableError
+from mm_client.kafka.clients import new_admin, reader_conf, throwaway_group
 from mm_client.kafka.errors import describe_exception, error_code
 from mm_client.policy import DefaultReplicationPolicy, ReplicationPolicy, policy_from_class_name
 
@@ -140,18 +140,14 @@ def throwaway_consumer_conf(conf: Mapping[str, Any], purpose: str) -> dict[str, 
     """Consumer properties for an assign()-only consumer that never commits.
 
     The caller's ``group.id`` (that of their application, typically) is replaced
-    by a unique one: such a consumer must never touch a real group.
+    by a unique one: such a consumer must never touch a real group. The caller's
+    ``isolation.level`` is kept (librdkafka's default is ``read_committed``).
     """
-    out = dict(conf)
-    for key in ("group.instance.id", "on_commit"):
-        out.pop(key, None)
-    out.update(
-        {
-            "group.id": f"__mm-client-{purpose}-{uuid.uuid4().hex[:12]}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-        }
+    out = reader_conf(
+        conf,
+        group=throwaway_group(f"__mm-client-{purpose}", 12),
+        isolation=None,
+        drop=("group.instance.id", "on_commit"),
     )
     out.setdefault("client.id", f"mm-client-{purpose}")
     return out
@@ -164,7 +160,7 @@ def admin_client(conf: Mapping[str, Any]) -> AdminClient:
         for k, v in conf.items()
         if k not in ("group.id", "group.instance.id", "on_commit", "enable.auto.commit")
     }
-    return AdminClient(out)
+    return new_admin(out)
 
 
 def list_topic_names(config: Mapping[str, Any], timeout: float) -> set[str]:

@@ -70,6 +70,7 @@ from mm_client.connection import (
     prepare,
     throwaway_consumer_conf,
 )
+from mm_client.kafka.clients import new_consumer
 from mm_client.kafka.errors import describe_exception, error_code, wrap
 from mm_client.policy import ReplicationPolicy
 from mm_client.topic_partition import TopicPartition
@@ -246,7 +247,7 @@ def _source_positions(
     consumer_conf["auto.offset.reset"] = "earliest"
     consumer_conf.setdefault("fetch.wait.max.ms", 100)
     consumer_conf.setdefault("max.partition.fetch.bytes", 65_536)
-    consumer = Consumer(consumer_conf)
+    consumer = new_consumer(consumer_conf)
     found: dict[TopicPartition, _Position] = {}
     pending = dict(committed)
     try:
@@ -302,7 +303,7 @@ def _target_offsets(
     trail = ErrorTrail.install(consumer_conf)
     consumer_conf["auto.offset.reset"] = "earliest"
     consumer_conf.setdefault("fetch.wait.max.ms", 100)
-    consumer = Consumer(consumer_conf)
+    consumer = new_consumer(consumer_conf)
     try:
         try:
             metadata = consumer.list_topics(timeout=deadline.remaining(0.001))

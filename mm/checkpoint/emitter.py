@@ -60,6 +60,8 @@ from mm_client.kafka import (
     describe_groups,
     ensure_topic,
     group_offsets,
+    new_admin,
+    new_producer,
     wrap,
 )
 from mm_client.records import Checkpoint
@@ -195,13 +197,13 @@ class FlowCheckpointer:
     @property
     def source_admin(self) -> AdminClient:
         if self._source_admin is None:
-            self._source_admin = AdminClient(self._source_admin_conf)
+            self._source_admin = new_admin(self._source_admin_conf)
         return self._source_admin
 
     @property
     def target_admin(self) -> AdminClient:
         if self._target_admin is None:
-            self._target_admin = AdminClient(self._target_admin_conf)
+            self._target_admin = new_admin(self._target_admin_conf)
         return self._target_admin
 
     @property
@@ -209,7 +211,7 @@ class FlowCheckpointer:
         if self._producer is None:
             conf = dict(self._target_producer_conf)
             conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
-            self._producer = Producer(conf)
+            self._producer = new_producer(conf)
         return self._producer
 
     def close(self) -> None:

@@ -129,18 +129,17 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     # --- planning (driver side) ---------------------------------------------------
     def _partitions(self) -> list[int]:
-        from confluent_kafka import Consumer, KafkaException
+        from confluent_kafka import KafkaException
+        from mm_client.kafka.clients import closing_consumer
         from mm_client.kafka.errors import wrap
 
         from mm.kafka.watermarks import probe_consumer_conf
 
-        c = Consumer(probe_consumer_conf(self.consumer_conf))
-        try:
-            md = c.list_topics(self.topic, timeout=30)
-        except KafkaException as exc:
-            raise wrap(exc, f"metadata of {self.topic}") from exc
-        finally:
-            c.close()
+        with closing_consumer(probe_consumer_conf(self.consumer_conf)) as c:
+            try:
+                md = c.list_topics(self.topic, timeout=30)
+            except KafkaException as exc:
+                raise wrap(exc, f"metadata of {self.topic}") from exc
         t = md.topics.get(self.topic)
         if t is None or t.error is not None:
             return []  # not created yet: the mirror creates it with its first run
@@ -188,16 +187,19 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     # --- reading (executor) ---------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+        from mm_client.kafka.clients import new_consumer, reader_conf, throwaway_group
         from mm_client.kafka.errors import wrap
 
         from mm.errors import KafkaOperationError
-        from mm.kafka.watermarks import probe_consumer_conf
 
         assert isinstance(partition, SyncsRange)
-        conf = probe_consumer_conf(self.consumer_conf)
-        conf.update({"enable.partition.eof": True, "auto.offset.reset": "earliest"})
-        consumer = Consumer(conf)
+        conf = reader_conf(
+            self.consumer_conf,
+            {"fetch.wait.max.ms": 10, "auto.offset.reset": "earliest"},
+            group=throwaway_group("__mm-probe"),
+        )
+        consumer = new_consumer(conf)
         idle_since = time.monotonic()
         try:
             consumer.assign([TopicPartition(partition.topic, partition.partition, partition.start)])

@@ -10,13 +10,19 @@ forever). Consumers only: this works with any ``security.protocol``.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as TP
-from mm_client.kafka import ensure_topic
+from mm_client.kafka import (
+    ensure_topic,
+    new_admin,
+    new_consumer,
+    new_producer,
+    reader_conf,
+    throwaway_group,
+)
 from mm_client.kafka.errors import wrap
 
 from mm.config import FlowConfig, MirrorConfig
@@ -31,15 +37,8 @@ _TAIL = 200  # offsets read back from a target partition's end for its newest re
 
 
 def _reader(conf: Mapping[str, Any]) -> Consumer:
-    return Consumer(
-        {
-            **conf,
-            "group.id": f"__mm-failover-{uuid.uuid4().hex[:8]}",  # assign() only
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-        }
+    return new_consumer(
+        reader_conf(conf, {"auto.offset.reset": "earliest"}, group=throwaway_group("__mm-failover"))
     )
 
 
@@ -124,19 +123,17 @@ def record_failover_point(
     cfg: MirrorConfig, flow: FlowConfig, point: FailoverPoint, timeout: float
 ) -> str:
     """Write ``point`` durably (acks=all) on the target; returns the topic."""
-    from confluent_kafka.admin import AdminClient
-
     target = cfg.cluster(flow.target)
     topic = failover_points_topic(flow.source)
     admin_conf: dict[str, Any] = target.librdkafka("admin")
     ensure_topic(
-        AdminClient(admin_conf),
+        new_admin(admin_conf),
         topic,
         f"cluster {flow.target}",
         flow.offset_syncs_topic_replication_factor,
         config={"cleanup.policy": "delete", "retention.ms": "-1"},
     )
-    producer = Producer(
+    producer = new_producer(
         {**target.librdkafka("producer"), "enable.idempotence": True, "acks": "all"}
     )
     failed: list[Any] = []

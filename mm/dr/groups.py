@@ -103,9 +103,9 @@ class TargetGroups:
     """The target cluster's group reads (one AdminClient, requests in parallel)."""
 
     def __init__(self, admin_conf: Mapping[str, Any], timeout: float) -> None:
-        from confluent_kafka.admin import AdminClient
+        from mm_client.kafka import new_admin
 
-        self.admin = AdminClient(dict(admin_conf))
+        self.admin = new_admin(admin_conf)
         self.timeout = timeout
 
     def describe(self, groups: list[str]) -> dict[str, tuple[str, int] | Exception]:

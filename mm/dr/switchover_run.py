@@ -90,10 +90,10 @@ class _Flow:
         return out
 
     def groups(self, selected: re.Pattern[str] | None) -> list[str]:
-        from confluent_kafka.admin import AdminClient
+        from mm_client.kafka import new_admin
         from mm_client.kafka.errors import wrap
 
-        admin = AdminClient(dict(self.src_admin))
+        admin = new_admin(self.src_admin)
         try:
             res = admin.list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 5)
         except Exception as exc:

@@ -21,14 +21,14 @@ def cluster_id(bootstrap_servers: str, timeout: float = 2.0) -> str | None:
     if not procs.port_open(host, int(port), timeout=min(timeout, 0.5)):
         return None
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+    from mm_client.kafka.clients import new_admin
 
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap_servers,
         "logger": _quiet,
         "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
     }
-    admin = AdminClient(config)
+    admin = new_admin(config)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException:

@@ -19,7 +19,13 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 from mm_client.connection import admin_client
-from mm_client.kafka import AcknowledgedProducer, describe_exception, ensure_topic, error_code
+from mm_client.kafka import (
+    AcknowledgedProducer,
+    describe_exception,
+    ensure_topic,
+    error_code,
+    new_producer,
+)
 from mm_client.records import Heartbeat
 
 from mm.config import FlowConfig, MirrorConfig
@@ -137,7 +143,7 @@ class HeartbeatEmitter:
                 }
             )
             conf.pop("transactional.id", None)
-            producer = self._producers[cluster] = Producer(conf)
+            producer = self._producers[cluster] = new_producer(conf)
         return producer
 
     # --- emitting -----------------------------------------------------------------------

@@ -11,36 +11,29 @@ read_committed), which is what we return.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaException, TopicPartition
+from mm_client.kafka.clients import new_consumer, reader_conf, throwaway_group
 from mm_client.kafka.errors import wrap
 
 from mm.errors import KafkaOperationError
 
 
-def probe_consumer_conf(base: Mapping[str, str]) -> dict[str, str | int | bool]:
-    conf: dict[str, str | int | bool] = dict(base)
-    conf.update(
-        {
-            "group.id": f"__mm-probe-{uuid.uuid4().hex[:8]}",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10,
-            "enable.partition.eof": False,
-        }
+def probe_consumer_conf(base: Mapping[str, Any]) -> dict[str, Any]:
+    """An assign-only reader that lists offsets and fetches a partition's tail: no
+    end-of-partition events, and fetches answered without waiting for more data."""
+    return reader_conf(
+        base, {"fetch.wait.max.ms": 10}, group=throwaway_group("__mm-probe"), eof=False
     )
-    return conf
 
 
 def watermarks(
     consumer_conf: Mapping[str, str],
     partitions: Iterable[tuple[str, int]],
     timeout: float = 30.0,
-    consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+    consumer_factory: Callable[[dict[str, Any]], Any] = new_consumer,
     admin: Any = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) per partition, the end from a real fetch.

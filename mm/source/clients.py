@@ -12,15 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from mm_client.kafka.clients import new_consumer, new_producer
 
 
 @dataclass(frozen=True)
 class MirrorClients:
     """Factories from a librdkafka configuration dict to a client."""
 
-    producer: Callable[[dict[str, Any]], Any] = Producer
-    consumer: Callable[[dict[str, Any]], Any] = Consumer
+    producer: Callable[[dict[str, Any]], Any] = new_producer
+    consumer: Callable[[dict[str, Any]], Any] = new_consumer
     # the producer of offset syncs on the source cluster: None = the worker's
     # cached one (see mm.source.task._sync_producer)
     sync_producer: Callable[[dict[str, Any]], Any] | None = None

@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from mm_client.kafka.admin import ensure_topic
+from mm_client.kafka.clients import new_admin
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
@@ -39,7 +40,7 @@ def offset_syncs_topic_config(cfg: MirrorConfig) -> dict[str, str]:
 
 def _admin(cfg: MirrorConfig, cluster: str) -> AdminClient:
     conf: dict[str, Any] = cfg.cluster(cluster).librdkafka("admin")
-    return AdminClient(conf)
+    return new_admin(conf)
 
 
 def ensure_offset_syncs_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from mm_client.errors import RecordDecodeError
+from mm_client.kafka.clients import reader_conf
 from mm_client.kafka.errors import wrap
 from mm_client.records import OffsetSync
 
@@ -195,15 +196,8 @@ def check_not_past_source_end(
 
 
 def _read_conf(base: dict[str, Any], group: str) -> dict[str, Any]:
-    return {
-        **base,
-        "group.id": group,  # never joins or commits: assign() only
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "isolation.level": "read_committed",
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",
-    }
+    # the state group is named but never joined nor committed to: assign() only
+    return reader_conf(base, {"auto.offset.reset": "error"}, group=group)
 
 
 def newest_sync(rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients) -> tuple[int, int] | None:

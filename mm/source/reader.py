@@ -126,7 +126,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ends_publisher(self) -> Any:
         """Publishes the source ends seen to the target (the failover point's estimate)."""
         if self._ends is None:
-            from confluent_kafka import Producer
+            from mm_client.kafka import new_producer
 
             from mm.logs import get_logger
             from mm.source.ends import EndsPublisher, ends_topic
@@ -135,7 +135,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             conf = {**rt.target_producer, "enable.idempotence": True, "acks": "all"}
             conf.pop("transactional.id", None)
             self._ends = EndsPublisher(
-                Producer(conf),
+                new_producer(conf),
                 ends_topic(rt.source),
                 f"{rt.source}->{rt.target}",
                 log=get_logger("mm.mirror.planner").warning,
@@ -145,9 +145,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _source_admin(self) -> Any:
         """The planner's AdminClient of the source (batched offset listings)."""
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient
+            from mm_client.kafka.clients import new_admin
 
-            self._admin = AdminClient(dict(self._plan.planner["source_admin"]))
+            self._admin = new_admin(self._plan.planner["source_admin"])
         return self._admin
 
     def initialOffset(self) -> dict[str, int]:

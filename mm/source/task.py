@@ -57,7 +57,9 @@ from mm_client.kafka import (
     cause_code,
     kafka_cause,
     kafka_error,
+    new_producer,
     produce_retrying,
+    reader_conf,
 )
 from mm_client.kafka.pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
@@ -185,27 +187,24 @@ def _producer_conf(rt: FlowRuntime, spec: RangeSpec) -> dict[str, Any]:
 
 
 def _consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
-    conf = _quick(rt.source_consumer)
-    conf.update(
+    base = _quick(rt.source_consumer)
+    # the state group is named but never joined nor committed to: assign() only
+    return reader_conf(
+        base,
         {
-            "group.id": rt.state_group,  # never joins: assign() only, no commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
             # data deleted before it was mirrored: start at the log start and
             # report the loss (detected below), never stall
             "auto.offset.reset": "earliest",
-            "fetch.max.bytes": conf.get("fetch.max.bytes", 52_428_800),
-            "max.partition.fetch.bytes": conf.get("max.partition.fetch.bytes", 10_485_760),
-            "queued.min.messages": conf.get("queued.min.messages", 200_000),
+            "fetch.max.bytes": base.get("fetch.max.bytes", 52_428_800),
+            "max.partition.fetch.bytes": base.get("max.partition.fetch.bytes", 10_485_760),
+            "queued.min.messages": base.get("queued.min.messages", 200_000),
             # a range's data is on the broker when it is planned: the broker never
             # needs to wait for more, and a partition assigned while an earlier fetch
             # waits (default 500 ms) joins only the next fetch request
-            "fetch.wait.max.ms": conf.get("fetch.wait.max.ms", 10),
-        }
+            "fetch.wait.max.ms": base.get("fetch.wait.max.ms", 10),
+        },
+        group=rt.state_group,
     )
-    return conf
 
 
 def _state_consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
@@ -334,7 +333,7 @@ def _sync_producer(rt: FlowRuntime) -> Producer:
     with _WORKER_POOL_LOCK:
         producer = _SYNC_PRODUCERS.get(key)
         if producer is None:
-            producer = Producer(_sync_producer_conf(rt))
+            producer = new_producer(_sync_producer_conf(rt))
             _SYNC_PRODUCERS[key] = producer
     return producer
 

@@ -48,6 +48,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from mm_client.kafka.admin import topic_created
+from mm_client.kafka.clients import new_admin
 from mm_client.kafka.errors import wrap
 from mm_client.policy import ReplicationPolicy, would_cycle
 
@@ -185,8 +186,8 @@ class TopicMirrorPlanner:
         use_defaults_from: UseDefaultsFrom,
         log: Any,
     ) -> None:
-        self._source = AdminClient(source_admin)
-        self._target = AdminClient(target_admin)
+        self._source = new_admin(source_admin)
+        self._target = new_admin(target_admin)
         self._topic_filter = topic_filter
         self._config_filter = config_filter
         self._policy = policy

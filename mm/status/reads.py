@@ -11,7 +11,6 @@ targets end with a commit marker) is found by stepping back from the end.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,9 +22,8 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 from mm_client.kafka import group_offsets as committed_offsets
-from mm_client.kafka import wrap
+from mm_client.kafka import new_admin, new_consumer, reader_conf, throwaway_group, wrap
 
 from mm.errors import KafkaOperationError
 from mm.kafka.watermarks import watermarks
@@ -48,26 +46,19 @@ def now_ms() -> int:
 
 
 def _consumer(conf: Mapping[str, Any]) -> Consumer:
-    c: dict[str, Any] = dict(conf)
-    for k in ("group.instance.id", "transactional.id"):
-        c.pop(k, None)
-    c.update(
-        {
-            "group.id": f"__mm-status-{uuid.uuid4().hex[:8]}",  # never joins or commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10,
-        }
+    return new_consumer(
+        reader_conf(
+            conf,
+            {"auto.offset.reset": "earliest", "fetch.wait.max.ms": 10},
+            group=throwaway_group("__mm-status"),
+            drop=("group.instance.id", "transactional.id"),
+        )
     )
-    return Consumer(c)
 
 
 def topic_partitions(admin_conf: Mapping[str, Any], where: str, timeout: float) -> dict[str, int]:
     """Partition count of every topic on the cluster (errored topics left out)."""
-    admin = AdminClient(dict(admin_conf))
+    admin = new_admin(admin_conf)
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
@@ -198,7 +189,7 @@ def group_offsets(
 ) -> dict[str, dict[Key, int]]:
     """Committed offsets of ``groups`` (a group without any is left out)."""
     out: dict[str, dict[Key, int]] = {}
-    read = committed_offsets(AdminClient(dict(admin_conf)), groups, timeout, where)
+    read = committed_offsets(new_admin(admin_conf), groups, timeout, where)
     for g, tps in read.items():
         offsets = {
             (tp.topic, tp.partition): tp.offset

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 from mm_client.errors import RecordDecodeError
+from mm_client.kafka.clients import new_admin
 from mm_client.kafka.errors import wrap
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 
@@ -61,7 +61,7 @@ class ClusterMeta:
 
 
 def cluster_meta(admin_conf: Mapping[str, Any], where: str, timeout: float) -> ClusterMeta:
-    admin = AdminClient(dict(admin_conf))
+    admin = new_admin(admin_conf)
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as exc:

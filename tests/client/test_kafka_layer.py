@@ -1,9 +1,11 @@
-"""mm_client.kafka: error unwrapping, producing with acknowledgements, admin helpers (unit)."""
+"""mm_client.kafka: building clients, error unwrapping, producing with acknowledgements,
+admin helpers (unit)."""
 
 from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from mm_client.kafka import (
     AcknowledgedProducer,
     GroupState,
     cause_code,
+    closing_consumer,
     describe_exception,
     describe_groups,
     ensure_topic,
@@ -21,10 +24,14 @@ from mm_client.kafka import (
     group_offsets_or_errors,
     kafka_cause,
     kafka_error,
+    new_consumer,
     produce_retrying,
+    reader_conf,
+    throwaway_group,
     topic_created,
     wrap,
 )
+from mm_client.kafka import clients as kafka_clients
 
 pytestmark = pytest.mark.unit
 
@@ -344,3 +351,89 @@ def test_the_kafka_error_behind_a_system_error_is_found() -> None:
     wrapped = KafkaOperationError("commit", code="PRODUCER_FENCED")
     assert cause_code(wrapped) == "PRODUCER_FENCED"
     assert kafka_cause(ValueError("no kafka here")) is None and cause_code(None) is None
+
+
+# --- clients --------------------------------------------------------------------------------
+
+READER_SETTINGS = {
+    "group.id": "g",
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "isolation.level": "read_committed",
+    "enable.partition.eof": True,
+}
+
+
+def test_a_reader_never_commits_reads_committed_and_sees_the_partition_end() -> None:
+    base = MappingProxyType({"bootstrap.servers": "a:9092"})
+    assert reader_conf(base, group="g") == {"bootstrap.servers": "a:9092", **READER_SETTINGS}
+    assert base == {"bootstrap.servers": "a:9092"}
+
+
+def test_reader_settings_win_over_the_base_and_overrides_over_both() -> None:
+    base = {
+        "bootstrap.servers": "a:9092",
+        "group.id": "the-application",
+        "enable.auto.commit": True,
+        "enable.auto.offset.store": True,
+        "isolation.level": "read_uncommitted",
+        "enable.partition.eof": False,
+        "auto.offset.reset": "latest",
+        "fetch.wait.max.ms": 500,
+    }
+    conf = reader_conf(
+        base, {"auto.offset.reset": "earliest", "enable.partition.eof": False}, group="g"
+    )
+    assert conf == {
+        **READER_SETTINGS,
+        "bootstrap.servers": "a:9092",
+        "auto.offset.reset": "earliest",  # the override
+        "enable.partition.eof": False,  # the override beats the reader setting
+        "fetch.wait.max.ms": 500,  # the base's, untouched
+    }
+    assert base["group.id"] == "the-application"  # the base is copied, not changed
+
+
+def test_reader_isolation_and_eof_can_be_chosen_or_left_to_the_base() -> None:
+    conf = reader_conf({"b": 1}, group="g", isolation="read_uncommitted", eof=False)
+    assert conf["isolation.level"] == "read_uncommitted" and conf["enable.partition.eof"] is False
+    assert "isolation.level" not in reader_conf({"b": 1}, group="g", isolation=None)
+    kept = reader_conf({"isolation.level": "read_uncommitted"}, group="g", isolation=None)
+    assert kept["isolation.level"] == "read_uncommitted"
+
+
+def test_dropped_base_keys_are_left_out_but_an_override_may_set_them() -> None:
+    base = {"bootstrap.servers": "a:9092", "group.instance.id": "member-1", "on_commit": print}
+    conf = reader_conf(base, group="g", drop=("group.instance.id", "on_commit", "absent"))
+    assert "group.instance.id" not in conf and "on_commit" not in conf
+    again = reader_conf(base, {"client.id": "x"}, group="g", drop=["client.id"])
+    assert again["client.id"] == "x"
+
+
+def test_throwaway_groups_are_unique_under_a_stable_prefix() -> None:
+    a, b = throwaway_group("__mm-probe"), throwaway_group("__mm-probe")
+    assert a != b
+    assert a.startswith("__mm-probe-") and len(a) == len("__mm-probe-") + 8
+    assert len(throwaway_group("__mm-client-x", 12)) == len("__mm-client-x-") + 12
+
+
+class _FakeConsumer:
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.conf = conf
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_new_consumer_gets_a_copy_and_closing_consumer_closes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kafka_clients, "Consumer", _FakeConsumer)
+    conf = MappingProxyType({"group.id": "g"})
+    made: Any = new_consumer(conf)
+    assert type(made.conf) is dict and made.conf == conf
+    with pytest.raises(RuntimeError), closing_consumer(conf) as consumer:
+        held: Any = consumer
+        raise RuntimeError("the read failed")
+    assert held.closed

@@ -1,8 +1,11 @@
-"""The toolkit's Kafka layer: error unwrapping, producing, admin helpers, a client pool.
+"""The toolkit's Kafka layer: building clients, error unwrapping, producing, admin
+helpers, a client pool.
 
-Small on purpose: each helper replaces code the jobs had repeated. Nothing here
-builds clients from configuration; callers pass the clients (or, to the pool,
-the factories) they own.
+Small on purpose: each helper replaces code the jobs had repeated. Clients are
+constructed only by :mod:`mm_client.kafka.clients` (``new_consumer``,
+``new_producer``, ``new_admin``), which also defines the one assign-only reader
+configuration (``reader_conf``); the other helpers take the clients (or, the
+pool, the factories) their callers own.
 """
 
 from mm_client.kafka.admin import (
@@ -13,6 +16,14 @@ from mm_client.kafka.admin import (
     group_offsets,
     group_offsets_or_errors,
     topic_created,
+)
+from mm_client.kafka.clients import (
+    closing_consumer,
+    new_admin,
+    new_consumer,
+    new_producer,
+    reader_conf,
+    throwaway_group,
 )
 from mm_client.kafka.errors import (
     cause_code,
@@ -40,6 +51,7 @@ __all__ = [
     "GroupState",
     "Lease",
     "cause_code",
+    "closing_consumer",
     "describe_exception",
     "describe_groups",
     "ensure_topic",
@@ -48,7 +60,12 @@ __all__ = [
     "group_offsets_or_errors",
     "kafka_cause",
     "kafka_error",
+    "new_admin",
+    "new_consumer",
+    "new_producer",
     "produce_retrying",
+    "reader_conf",
+    "throwaway_group",
     "topic_created",
     "wrap",
     "wrap_error",

@@ -64,7 +64,7 @@ def test_offset_syncs_topic_created_with_delete_and_retention(
     topic: str | None,
     retention: str,
 ) -> None:
-    monkeypatch.setattr(job, "AdminClient", FakeAdmin)
+    monkeypatch.setattr(job, "new_admin", FakeAdmin)
     FakeAdmin.created = []
     cfg = build_config({**BASE, **props})
     job.ensure_offset_syncs_topic(cfg, cfg.enabled_flows()[0])
