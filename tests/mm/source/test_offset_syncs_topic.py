@@ -77,6 +77,6 @@ def test_offset_syncs_topic_created_with_delete_and_retention(
 
 @pytest.mark.parametrize("bad", ["0", "-2", "soon", "1.5"])
 def test_offset_syncs_retention_must_be_valid(bad: str) -> None:
-    cfg = build_config({**BASE, "mm.offset.syncs.retention.ms": bad})
+    # refused when the file is loaded, before any job starts
     with pytest.raises(ConfigError, match=r"offset\.syncs\.retention\.ms"):
-        job.offset_syncs_topic_config(cfg)
+        build_config({**BASE, "mm.offset.syncs.retention.ms": bad})
