@@ -51,9 +51,7 @@ from mm.dr.groups import (
     UNCHANGED,
     GroupResult,
     Row,
-    TargetGroups,
-    changes,
-    judge_group,
+    move_groups,
 )
 
 
@@ -102,9 +100,7 @@ def _selector(args: argparse.Namespace) -> Callable[[str], bool] | re.Pattern[st
 
 
 def run(args: argparse.Namespace) -> int:
-    from mm_client import commit_group_offsets, read_checkpoints
-
-    from mm.errors import MirrorError
+    from mm_client import read_checkpoints
 
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
@@ -140,42 +136,16 @@ def run(args: argparse.Namespace) -> int:
                 message=f"no checkpoints for group {g!r} in {topic} on {flow.target}",
             )
     todo = [g for g in selected if g in found]
-    if todo:
-        admin_conf = target.librdkafka("admin")
-        reads = TargetGroups(admin_conf, args.timeout)
-        described = reads.describe(todo)
-        committed = reads.committed(todo)
-        for g in todo:
-            cps = snap.checkpoints(g)
-            translated = {(tp.topic, tp.partition): cp.downstream_offset for tp, cp in cps.items()}
-            upstream = {(tp.topic, tp.partition): cp.upstream_offset for tp, cp in cps.items()}
-            result = judge_group(
-                g,
-                flow.target,
-                described[g],
-                committed[g],
-                translated,
-                upstream,
-                dry_run=args.dry_run,
-            )
-            if result.status in (REFUSED, FAILED):
-                results[g] = result
-                continue
-            rows, state, members = result.rows, result.state, result.members
-            todo_offsets = changes(rows)
-            if todo_offsets and not args.dry_run:
-                try:
-                    commit_group_offsets(admin_conf, g, todo_offsets, args.timeout)
-                except MirrorError as exc:
-                    result = GroupResult(
-                        g,
-                        FAILED,
-                        [_failed(r) for r in rows],
-                        state,
-                        members,
-                        f"group {g!r}: committing its offsets on {flow.target} failed: {exc}",
-                    )
-            results[g] = result
+    translations = {}
+    for g in todo:
+        cps = snap.checkpoints(g)
+        translations[g] = {
+            (tp.topic, tp.partition): (cp.downstream_offset, cp.upstream_offset)
+            for tp, cp in cps.items()
+        }
+    results |= move_groups(
+        target.librdkafka("admin"), flow.target, translations, args.dry_run, args.timeout
+    )
     ordered = [results[g] for g in selected]
     if args.groups is not None and not selected:
         message = f"no group matching {args.groups!r} has checkpoints in {topic} on {flow.target}"
@@ -200,12 +170,6 @@ def run(args: argparse.Namespace) -> int:
     if message and (args.groups is not None or len(selected) > 1):
         print(f"mm failover: {message}", file=sys.stderr)
     return 0 if ok else 1
-
-
-def _failed(row: Row) -> Row:
-    if row.note == UNCHANGED:
-        return row
-    return Row(row.group, row.topic, row.partition, row.before, row.after, row.upstream, FAILED)
 
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "BEFORE", "AFTER", "NOTE")

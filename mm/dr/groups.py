@@ -178,3 +178,53 @@ def judge_group(
         )
     rows = plan_rows(group, translated, before, dry_run=dry_run, upstream=upstream)
     return GroupResult(group, group_status(rows, dry_run=dry_run), rows, state, members)
+
+
+def _failed(row: Row) -> Row:
+    if row.note == UNCHANGED:
+        return row
+    return Row(row.group, row.topic, row.partition, row.before, row.after, row.upstream, FAILED)
+
+
+def move_groups(
+    admin_conf: Mapping[str, Any],
+    cluster: str,
+    translations: Mapping[str, Mapping[TP, tuple[int, int | None]]],
+    dry_run: bool,
+    timeout: float,
+) -> dict[str, GroupResult]:
+    """Commit each group's translated offsets on ``cluster`` where :func:`judge_group`
+    allows it. ``translations``: group -> (target topic, partition) -> (translated
+    offset, source offset or None). A failed commit fails that group only."""
+    from mm_client import commit_group_offsets
+
+    from mm.errors import MirrorError
+
+    groups = sorted(translations)
+    if not groups:
+        return {}
+    reads = TargetGroups(admin_conf, timeout)
+    described = reads.describe(groups)
+    committed = reads.committed(groups)
+    out: dict[str, GroupResult] = {}
+    for g in groups:
+        translated = {tp: after for tp, (after, _up) in translations[g].items()}
+        upstream = {tp: up for tp, (_after, up) in translations[g].items() if up is not None}
+        result = judge_group(
+            g, cluster, described[g], committed[g], translated, upstream, dry_run=dry_run
+        )
+        todo = changes(result.rows) if result.status not in (REFUSED, FAILED) else {}
+        if todo and not dry_run:
+            try:
+                commit_group_offsets(admin_conf, g, todo, timeout)
+            except MirrorError as exc:
+                result = GroupResult(
+                    g,
+                    FAILED,
+                    [_failed(r) for r in result.rows],
+                    result.state,
+                    result.members,
+                    f"group {g!r}: committing its offsets on {cluster} failed: {exc}",
+                )
+        out[g] = result
+    return out

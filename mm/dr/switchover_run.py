@@ -20,7 +20,7 @@ from typing import Any
 
 from mm.checkpoint.emitter import tracked_group
 from mm.config import FlowConfig, MirrorConfig
-from mm.dr.groups import FAILED, REFUSED, GroupResult, TargetGroups, changes, judge_group
+from mm.dr.groups import move_groups
 from mm.dr.switchover import (
     CATCH_UP,
     CHECKPOINTS,
@@ -303,40 +303,21 @@ def _group_row(r: GroupPartition, f: _Flow) -> GroupRow:
 
 def _move_groups(report: SwitchoverReport, f: _Flow, dry_run: bool, timeout: float) -> None:
     """Commit the proven translations into each group on the target, as `mm failover` does."""
-    from mm_client import commit_group_offsets
-
-    from mm.errors import MirrorError
-
-    by_group: dict[str, list[GroupRow]] = {}
+    translations: dict[str, dict[tuple[str, int], tuple[int, int | None]]] = {}
     for row in report.groups:
-        by_group.setdefault(row.group, []).append(row)
-    if not by_group:
-        return
-    target = TargetGroups(f.tgt_admin, timeout)
-    described = target.describe(sorted(by_group))
-    committed = target.committed(sorted(by_group))
-    for g, rows in sorted(by_group.items()):
-        translated = {(r.topic, r.partition): r.after for r in rows if r.after is not None}
-        result: GroupResult = judge_group(
-            g, f.flow.target, described[g], committed[g], translated, {}, dry_run=dry_run
-        )
+        if row.after is not None:
+            translations.setdefault(row.group, {})[(row.topic, row.partition)] = (
+                row.after,
+                row.source_offset,
+            )
+    results = move_groups(f.tgt_admin, f.flow.target, translations, dry_run, timeout)
+    for g, result in results.items():
         notes = {(x.topic, x.partition): x for x in result.rows}
-        for r in rows:
-            x = notes.get((r.topic, r.partition))
+        for r in report.groups:
+            x = notes.get((r.topic, r.partition)) if r.group == g else None
             if x is not None:
                 r.before, r.note = x.before, x.note
-        status = result.status
-        if status not in (REFUSED, FAILED) and not dry_run:
-            todo = changes(result.rows)
-            if todo:
-                try:
-                    commit_group_offsets(f.tgt_admin, g, todo, timeout)
-                except MirrorError as exc:
-                    status = FAILED
-                    result.message = (
-                        f"group {g!r}: committing its offsets on {f.flow.target} failed: {exc}"
-                    )
-        report.group_status[g] = status
+        report.group_status[g] = result.status
         if result.message:
             report.problems.append(result.message)
 

@@ -4,7 +4,6 @@ what a group would consume from its committed offsets, run `mm` commands that mo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,17 +15,14 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from support.mirror import MirrorRun, Rec, kill_group
+from support.mirror import MirrorRun, Rec, kill_group, mm_env
 
 KV = tuple[bytes | None, bytes | None]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["MM_LOG_FORMAT"] = "json"
-    return env
+def unread(source: dict[int, list[Rec]], committed: dict[int, int]) -> dict[int, list[KV]]:
+    """Per partition, what a group at ``committed`` has not read of ``source`` yet."""
+    return {p: [(r.key, r.value) for r in source[p] if r.offset >= u] for p, u in committed.items()}
 
 
 def run_mm(
@@ -49,7 +45,7 @@ def run_mm(
         proc = subprocess.Popen(
             [sys.executable, "-m", "mm", command, "-c", str(config), *args],
             cwd=config.parent,
-            env=_env(),
+            env=mm_env(),
             stdout=out,
             stderr=err,
             text=True,

@@ -71,11 +71,13 @@ def mirror_properties(
     return path
 
 
-def _env() -> dict[str, str]:
+def mm_env() -> dict[str, str]:
+    """The environment an `mm` subprocess runs with: this interpreter for Spark's
+    Python processes, JSON logs (tests read their events)."""
     env = dict(os.environ)
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env.setdefault("MM_LOG_FORMAT", "json")
+    env["MM_LOG_FORMAT"] = "json"
     return env
 
 
@@ -120,7 +122,7 @@ def run_mirror_once(config: Path, *, timeout: float = MIRROR_TIMEOUT) -> MirrorR
     proc = subprocess.Popen(
         mirror_cmd(config, "--once"),
         cwd=config.parent,
-        env=_env(),
+        env=mm_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -168,7 +170,7 @@ class ContinuousMirror:
         self.proc = subprocess.Popen(
             mirror_cmd(config),
             cwd=config.parent,
-            env=_env(),
+            env=mm_env(),
             stdout=self._out,
             stderr=self._err,
             start_new_session=True,

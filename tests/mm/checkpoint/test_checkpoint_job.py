@@ -19,7 +19,6 @@ committed offset on (key, value, headers, timestamp).
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import signal
@@ -48,6 +47,7 @@ from support.mirror import (
     create_topic,
     kill_group,
     mirror_properties,
+    mm_env,
     produce_mixed,
     read_partition,
     read_topic,
@@ -67,14 +67,6 @@ FAR_AHEAD_ON_TARGET = 1_000_000
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["MM_LOG_FORMAT"] = "json"
-    return env
-
-
 def run_mm(config: Path, *args: str, timeout: float = 300.0) -> MirrorRun:
     """`mm <args> -c config` in its own session (killed whole on timeout)."""
     started = time.monotonic()
@@ -83,7 +75,7 @@ def run_mm(config: Path, *args: str, timeout: float = 300.0) -> MirrorRun:
     proc = subprocess.Popen(
         [sys.executable, "-m", "mm", args[0], "-c", str(config), *args[1:]],
         cwd=config.parent,
-        env=_env(),
+        env=mm_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -458,7 +450,7 @@ def test_continuous_follows_groups_without_new_syncs(st: State) -> None:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mm", "checkpoint", "-c", str(st.props)],
             cwd=st.props.parent,
-            env=_env(),
+            env=mm_env(),
             stdout=out,
             stderr=err,
             start_new_session=True,

@@ -33,6 +33,7 @@ from support.groups import (
     group_offsets,
     read_group,
     run_mm,
+    unread,
 )
 from support.mirror import (
     Rec,
@@ -68,10 +69,7 @@ class Setup:
 
     def expected(self, role: str) -> dict[int, list[KV]]:
         """Per partition, what the group has not read on the source (keys, values)."""
-        return {
-            p: [(r.key, r.value) for r in self.source[p] if r.offset >= u]
-            for p, u in self.committed[role].items()
-        }
+        return unread(self.source, self.committed[role])
 
 
 @pytest.fixture(scope="module")

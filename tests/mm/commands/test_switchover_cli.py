@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from support.clusters import KafkaCluster
-from support.groups import KV, commit_admin, gap_offset, group_offsets, read_group, run_mm
+from support.groups import (
+    KV,
+    commit_admin,
+    gap_offset,
+    group_offsets,
+    read_group,
+    run_mm,
+    unread,
+)
 from support.mirror import (
     Rec,
     create_topic,
@@ -133,10 +141,7 @@ class Setup:
     source: dict[int, list[Rec]]
 
     def expected(self, group: str) -> dict[int, list[KV]]:
-        return {
-            p: [(r.key, r.value) for r in self.source[p] if r.offset >= u]
-            for p, u in self.committed[group].items()
-        }
+        return unread(self.source, self.committed[group])
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
+from support.mirror import mm_env
 
 
 def write_properties(
@@ -38,14 +39,6 @@ def write_properties(
     lines += [f"{k} = {v}" for k, v in (extra or {}).items()]
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env.setdefault("MM_LOG_FORMAT", "json")
-    return env
 
 
 @dataclass
@@ -70,7 +63,7 @@ def run_mm(*args: str, cwd: Path, timeout: float = 120.0) -> Run:
     proc = subprocess.run(
         [sys.executable, "-m", "mm", *args],
         cwd=cwd,
-        env=_env(),
+        env=mm_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -133,7 +126,7 @@ class Background:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mm", *args],
             cwd=cwd,
-            env=_env(),
+            env=mm_env(),
             stdout=self._out,
             stderr=self._err,
             start_new_session=True,
