@@ -33,6 +33,11 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("translate", "mm.commands.translate", "print a group's translated offsets on the target"),
     ("failover", "mm.commands.failover", "move idle consumer groups to their translated offsets"),
     (
+        "failback",
+        "mm.commands.failback",
+        "with the old primary back: report and quarantine what it holds past the failover point",
+    ),
+    (
         "switchover",
         "mm.commands.switchover",
         "planned move of consumer groups to the target, with proof of 0 lost / 0 duplicated",

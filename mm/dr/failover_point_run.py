@@ -36,14 +36,15 @@ Key = tuple[str, int]
 _TAIL = 200  # offsets read back from a target partition's end for its newest record
 
 
-def _reader(conf: Mapping[str, Any]) -> Consumer:
+def reader(conf: Mapping[str, Any]) -> Consumer:
     return new_consumer(
         reader_conf(conf, {"auto.offset.reset": "earliest"}, group=throwaway_group("__mm-failover"))
     )
 
 
-def _tail(consumer: Consumer, topic: str, partition: int, timeout: float) -> list[Any]:
-    """The records of the last ``_TAIL`` offsets of a partition (read to its end)."""
+def tail(consumer: Consumer, topic: str, partition: int, timeout: float) -> list[Any]:
+    """The records of the last ``_TAIL`` offsets of a partition (read to its end), with
+    ``consumer`` a :func:`reader`."""
     tp = TP(topic, partition)
     try:
         lo, hi = consumer.get_watermark_offsets(tp, timeout=timeout)
@@ -69,17 +70,36 @@ def _tail(consumer: Consumer, topic: str, partition: int, timeout: float) -> lis
     raise KafkaOperationError(f"no end of {topic}[{partition}] within {timeout:.0f}s")
 
 
+def newest_point(conf: Mapping[str, Any], flow: FlowConfig, timeout: float) -> FailoverPoint | None:
+    """The newest failover point recorded for ``flow`` (None: none, or no topic)."""
+    topic = failover_points_topic(flow.source)
+    consumer = reader(conf)
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return None
+        newest = None
+        for m in tail(consumer, topic, 0, timeout):
+            if m.key() == flow.name.encode():
+                newest = FailoverPoint.decode(m.value())
+        return newest
+    except KafkaException as exc:
+        raise wrap(exc, f"read {topic}") from exc
+    finally:
+        consumer.close()
+
+
 def newest_ends(conf: Mapping[str, Any], flow: FlowConfig, timeout: float) -> SeenEnds | None:
     """The newest source ends the mirror of ``flow`` published (None: none, or no topic)."""
     topic = ends_topic(flow.source)
-    consumer = _reader(conf)
+    consumer = reader(conf)
     try:
         md = consumer.list_topics(topic, timeout=timeout)
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
             return None
         newest = None
-        for m in _tail(consumer, topic, 0, timeout):
+        for m in tail(consumer, topic, 0, timeout):
             if m.key() == flow.name.encode():
                 newest = decode_ends(m.value())
         return newest
@@ -99,11 +119,11 @@ def read_failover_point(cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> 
     seen = newest_ends(conf, flow, timeout)
     keys = set(positions) | set(seen.ends if seen else {})
     newest: dict[Key, int | None] = {}
-    consumer = _reader(conf)
+    consumer = reader(conf)
     try:
         for t, p in sorted(keys):
-            tail = _tail(consumer, policy.format_remote_topic(flow.source, t), p, timeout)
-            newest[(t, p)] = tail[-1].timestamp()[1] if tail else None
+            last = tail(consumer, policy.format_remote_topic(flow.source, t), p, timeout)
+            newest[(t, p)] = last[-1].timestamp()[1] if last else None
     finally:
         consumer.close()
     return failover_point(

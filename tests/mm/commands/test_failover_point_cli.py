@@ -1,4 +1,5 @@
-"""`mm failover` records the failover point on B, with A unreachable.
+"""`mm failover` records the failover point on B, with A unreachable; `mm failback`
+finds and quarantines what A holds past it once A is back.
 
 A continuous mirror copies a 2-partition backlog 100 offsets per partition per
 micro-batch and is killed (SIGKILL, whole process tree) part-way. `mm failover` then
@@ -14,6 +15,7 @@ import socket
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from support.clusters import KafkaCluster
@@ -24,6 +26,7 @@ from support.mirror import (
     create_topic,
     mirror_properties,
     partition_count,
+    read_topic,
     read_topic_committed,
 )
 
@@ -142,3 +145,35 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
         ), text.describe()
     assert "failover point (dry run, not recorded)" in text.stdout
     assert len(_recorded_points(b, "mm-failover-points.A.internal")) == len(recorded)
+
+    # A is back, and took 10 more records on partition 0 after the disaster
+    late = Producer({"bootstrap.servers": a})
+    for i in range(10):
+        late.produce(topic, f"late{i}".encode(), b"late", partition=0)
+    assert late.flush(30) == 0
+    diverged = {0: missing[0] + 10, 1: missing[1]}
+
+    dry = run_mm(props, "failback", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.describe()
+    report = json.loads(dry.stdout)
+    rows = {r["partition"]: r for r in report["partitions"] if r["topic"] == topic}
+    assert {p: r["records"] for p, r in rows.items()} == diverged
+    for p, r in rows.items():
+        assert r["failover_at"] == len(on_b[p]) and r["first_offset"] == len(on_b[p])
+        assert r["last_offset"] == PER_PARTITION + (10 if p == 0 else 0) - 1
+    assert report["quarantine"] is None
+
+    quarantine = tmp_path / "quarantine"
+    real = run_mm(props, "failback", "--quarantine-dir", str(quarantine))
+    assert real.returncode == 0, real.describe()
+    assert f"{sum(diverged.values())} divergent records on A" in real.stdout
+    assert f"quarantined in {quarantine}" in real.stdout
+    source = read_topic(a, topic, PARTITIONS)
+    for p in range(PARTITIONS):
+        table = pq.read_table(quarantine / f"{topic}-{p}.parquet").to_pylist()
+        # exactly A's records from the failover point on: keys, values, offsets
+        want = [r for r in source[p] if r.offset >= len(on_b[p])]
+        assert [(r["offset"], r["key"], r["value"]) for r in table] == [
+            (r.offset, r.key, r.value) for r in want
+        ]
+        assert all(r["topic"] == topic and r["partition"] == p for r in table)

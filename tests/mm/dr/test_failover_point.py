@@ -112,3 +112,34 @@ def test_publisher_publishes_at_most_every_interval_and_logs_failures() -> None:
     producer.callbacks[0]("BROKER_NOT_AVAILABLE", None)
     producer.callbacks[1](None, None)
     assert logged == [{"topic": "mm-mirror-ends.A.internal", "error": "BROKER_NOT_AVAILABLE"}]
+
+
+def test_divergence_is_planned_from_the_point_and_the_ends_now() -> None:
+    from mm.dr.divergence import plan_divergence
+
+    point = failover_point(
+        "A->B",
+        "A",
+        "B",
+        77,
+        {("t", 0): 10, ("t", 1): 40},
+        {("t", 0): 15, ("t", 1): 40, ("u", 0): 3},
+        70,
+        {},
+        remote,
+    )
+    report = plan_divergence(point, {("t", 0): 18, ("t", 1): 35, ("u", 0): 3}, dry_run=True)
+    rows = {(p.topic, p.partition): p for p in report.partitions}
+    assert (rows[("t", 0)].start, rows[("t", 0)].end_now, rows[("t", 0)].behind) == (10, 18, 0)
+    # A came back shorter than what B has: an unclean recovery, reported
+    assert rows[("t", 1)].behind == 5 and report.behind == [rows[("t", 1)]]
+    # never mirrored: everything on A diverged
+    assert (rows[("u", 0)].failover_at, rows[("u", 0)].start) == (None, 0)
+    rows[("t", 0)].add(10, 1_000)
+    rows[("t", 0)].add(12, 1_500)
+    assert report.records == 2
+    doc = report.to_json()
+    assert doc["divergent_records"] == 2 and doc["failover_point_recorded_ms"] == 77
+    first = doc["partitions"][0]
+    assert (first["first_offset"], first["last_offset"]) == (10, 12)
+    assert (first["first_timestamp_ms"], first["last_timestamp_ms"]) == (1_000, 1_500)
