@@ -358,10 +358,15 @@ class _Delivery:
             self.first = msg.offset() or 0
 
 
+# the partition's committed position is not the one a cached producer committed
+# last: someone else wrote it (or the broker did not keep the commit)
+STATE_MOVED = "_MIRROR_STATE_MOVED"
+
 # error codes of a transactional producer that another instance fenced (or that a
 # fatal error made unusable): a cached producer showing one is replaced
 FENCED_CODES = frozenset(
     {
+        STATE_MOVED,
         "_FENCED",
         "PRODUCER_FENCED",
         "INVALID_PRODUCER_EPOCH",
@@ -391,10 +396,13 @@ def mirror_range(
     another worker fenced (the partition moved) fails at its next transactional
     call and commits nothing more; it is dropped, and the range goes on with a
     fresh producer, whose ``init_transactions`` fences the other worker in turn
-    and whose state read sees whatever was committed. While a reused producer stays valid,
-    nobody else can have committed for its partition (committing needs this
-    ``transactional.id``, and initialising it fences us), so the position and
-    metadata it committed last stand for the state read it skips.
+    and whose state read sees whatever was committed. While a reused producer stays
+    valid, nobody else can have committed for its partition (committing needs this
+    ``transactional.id``, and initialising it fences us), so the position read must
+    be the one it committed last. It is read every range all the same, and a
+    position that moved under a producer believed valid (a broker that did not keep
+    a commit it acknowledged, a fence it did not enforce) is handled as a fence:
+    the range starts over with a fresh producer and the position read.
     """
     result = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
     with _leased(pool) as p:
@@ -473,12 +481,22 @@ def _mirror_with(
                 raise wrap(
                     exc, f"init transactions for {spec.target_topic}[{spec.partition}]"
                 ) from exc
-        if writer.state is not None:
-            committed, metadata = writer.state
-        else:
-            committed, metadata = read_state(rt, spec, clients=clients, pool=pool)
-        # unknown again until this range ends well
-        writer.state = None
+        # read also for a cached producer: one OffsetFetch is cheap, and a position
+        # that moved under a producer nobody fenced (a broker that did not keep a
+        # commit it acknowledged, a second writer it failed to fence) must not let
+        # this worker resume from its own, stale idea of the position
+        committed, metadata = read_state(rt, spec, clients=clients, pool=pool)
+        cached, writer.state = writer.state, None  # unknown until this range ends well
+        if cached is not None:
+            if committed != cached[0]:
+                raise KafkaOperationError(
+                    f"mirror position of {spec.target_topic}[{spec.partition}] is "
+                    f"{committed}, not {cached[0]} as this worker's producer committed "
+                    "last: another writer, or a commit the broker did not keep",
+                    code=STATE_MOVED,
+                )
+            # what we committed (brokers that do not store commit metadata lose it)
+            metadata = cached[1]
         state = decode_state(metadata)
         if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
             # the last committed transaction's syncs may not have reached the source

@@ -43,7 +43,7 @@ class Log:
         return [kw for e, kw in self.events if text in e]
 
 
-def test_a_reused_producer_is_not_initialised_again_nor_the_state_read() -> None:
+def test_a_reused_producer_is_not_initialised_again() -> None:
     source, target = _source(30), FakeCluster("B")
     rt = runtime(max_records_per_txn=4)
     clients = fake_clients(source, target, TARGET)
@@ -70,12 +70,34 @@ def test_a_producer_fenced_by_another_worker_is_replaced_exactly_once() -> None:
             rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool
         )
     fenced = log.named("fenced by another worker")
-    assert len(fenced) == 1 and "_FENCED" in fenced[0]["error"]
+    # noticed at the state read, before the fenced producer's next call: worker two
+    # moved the position on
+    assert len(fenced) == 1 and "is 50, not 24" in fenced[0]["error"]
     assert target.inits == 3  # one each, and the replacement
     assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
         f"v{i}".encode() for i in range(40)
     ]
     assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 80
+
+
+def test_a_fence_without_a_new_position_is_noticed_at_the_next_transactional_call() -> None:
+    """Worker two takes the transactional.id (fencing one) but commits nothing: the
+    position one reads is its own, so it goes on, and its producer fails as fenced."""
+    source, target = _source(40), FakeCluster("B")
+    rt = runtime(max_records_per_txn=3)
+    clients = fake_clients(source, target, TARGET)
+    one, two = ClientPool(), ClientPool()
+    log = Log()
+    for pool, (a, b) in ((one, (0, 24)), (two, (24, 24)), (one, (24, 80))):
+        mirror_range(
+            rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool
+        )
+    fenced = log.named("fenced by another worker")
+    assert len(fenced) == 1 and "_FENCED" in fenced[0]["error"]
+    assert target.inits == 3
+    assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
+        f"v{i}".encode() for i in range(40)
+    ]
 
 
 def test_a_stale_worker_behind_the_committed_position_mirrors_nothing_twice() -> None:
@@ -92,6 +114,27 @@ def test_a_stale_worker_behind_the_committed_position_mirrors_nothing_twice() ->
     assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
         f"v{i}".encode() for i in range(40)
     ]
+
+
+def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() -> None:
+    """The broker says the partition's position is not the one this worker's producer
+    committed last, although nobody fenced it (a broker that lost an acknowledged
+    commit, or one that does not enforce fencing): the cache is not trusted."""
+    source, target = _source(40), FakeCluster("B")
+    rt = runtime(max_records_per_txn=5)
+    clients = fake_clients(source, target, TARGET)
+    pool, log = ClientPool(), Log()
+    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
+    assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 40
+    # the broker now says 30: records 15..19 were not kept
+    target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")
+    result = mirror_range(
+        rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
+    )
+    (moved,) = log.named("fenced by another worker")
+    assert "is 30, not 40" in moved["error"]
+    assert target.inits == 2  # the cached producer was replaced
+    assert result.resumed_from == 30 and result.position == 80
 
 
 def test_a_failed_range_drops_its_clients() -> None:
