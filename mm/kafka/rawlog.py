@@ -80,6 +80,8 @@ class LogBatch:
     # for a control batch: True = ABORT marker, False = COMMIT marker
     abort: bool
     records: tuple[LogRecord, ...]
+    # the producer's epoch (-1: unknown); a marker ends only its epoch's transaction
+    producer_epoch: int = -1
 
 
 @dataclass
@@ -275,6 +277,7 @@ def iter_batches(
                 control,
                 abort,
                 recs,
+                int(getattr(batch, "producer_epoch", -1)),
             )
             offset = batch.last_offset + 1
             progressed = True
@@ -336,25 +339,65 @@ def committed_view(log: PartitionLog) -> CommittedView:
     # producer id -> data batches waiting for their marker
     pending: dict[int, list[LogBatch]] = {}
     visible: list[LogBatch] = []
+
+    def aborted(waiting: list[LogBatch]) -> None:
+        if waiting:
+            view.aborted_txns += 1
+        view.aborted_records += sum(len(w.records) for w in waiting)
+
     for b in log.batches:
         if b.control:
-            waiting = pending.pop(b.producer_id, [])
+            waiting, later = _ended_by(pending.pop(b.producer_id, []), b.producer_epoch)
+            if later:
+                pending[b.producer_id] = later
             if b.abort:
-                if waiting:
-                    view.aborted_txns += 1
-                view.aborted_records += sum(len(w.records) for w in waiting)
+                aborted(waiting)
             else:
                 if waiting:
                     view.committed_txns += 1
                 visible += waiting
         elif b.transactional:
-            pending.setdefault(b.producer_id, []).append(b)
+            fenced, kept = _fenced_by(pending.pop(b.producer_id, []), b.producer_epoch)
+            aborted(fenced)
+            pending[b.producer_id] = [*kept, b]
         else:
             visible.append(b)
     view.open_records = sum(len(w.records) for ws in pending.values() for w in ws)
     visible.sort(key=lambda b: b.base_offset)
     view.records = [r for b in visible for r in b.records]
     return view
+
+
+def _ended_by(waiting: list[Any], marker_epoch: int) -> tuple[list[Any], list[Any]]:
+    """(batches a marker of ``marker_epoch`` ends, batches of a later epoch it does not).
+
+    ``waiting``: a producer id's data batches (or ``[batch, state]`` slots) with no
+    marker yet. Epoch -1 (unknown) ends them all, as before epochs were read.
+    """
+    if marker_epoch < 0:
+        return waiting, []
+    ends = [w for w in waiting if _epoch(w) <= marker_epoch]
+    return ends, [w for w in waiting if _epoch(w) > marker_epoch]
+
+
+def _fenced_by(waiting: list[Any], epoch: int) -> tuple[list[Any], list[Any]]:
+    """(batches a data batch of a newer ``epoch`` proves abandoned, the others).
+
+    A transactional producer's epoch grows when ``init_transactions`` fences the
+    previous holder of its ``transactional.id``: the old epoch's open transaction
+    can never be committed. Apache Kafka's coordinator writes an ABORT marker for it;
+    brokers that leave it out (Tansu) would otherwise let the new epoch's COMMIT
+    count the fenced writer's records too.
+    """
+    if epoch < 0:
+        return [], waiting
+    older = [w for w in waiting if 0 <= _epoch(w) < epoch]
+    return older, [w for w in waiting if not 0 <= _epoch(w) < epoch]
+
+
+def _epoch(w: Any) -> int:
+    batch = w[0] if isinstance(w, list) else w
+    return int(batch.producer_epoch)
 
 
 @dataclass
@@ -369,6 +412,18 @@ class ScanStats:
     read_to: int = 0
     high_watermark: int = -1
     broker_aborted: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _resolve(slots: list[list[Any]], abort: bool, stats: ScanStats, end: int) -> None:
+    """Mark the slots of one transaction visible (committed) or not (aborted)."""
+    if slots:
+        if abort:
+            stats.aborted_txns += 1
+            stats.aborted_records += sum(len(_slot_records(s[0], end)) for s in slots)
+        else:
+            stats.committed_txns += 1
+    for s in slots:
+        s[1] = not abort
 
 
 def _slot_records(batch: LogBatch, end: int) -> list[LogRecord]:
@@ -411,22 +466,23 @@ def scan_committed(
     ):
         stats.read_to = b.last_offset + 1
         if b.control:
-            slots = waiting.pop(b.producer_id, [])
-            n = sum(len(_slot_records(s[0], end)) for s in slots)
-            if slots:
-                if b.abort:
-                    stats.aborted_txns += 1
-                    stats.aborted_records += n
-                else:
-                    stats.committed_txns += 1
-            for s in slots:
-                s[1] = not b.abort
+            slots, later = _ended_by(waiting.pop(b.producer_id, []), b.producer_epoch)
+            if later:
+                waiting[b.producer_id] = later
+            _resolve(slots, b.abort, stats, end)
             yield from drain()
-        elif b.base_offset < end:
-            slot: list[Any] = [b, None if b.transactional else True]
-            queue.append(slot)
-            if b.transactional:
-                waiting.setdefault(b.producer_id, []).append(slot)
+        else:
+            if b.transactional and b.producer_id in waiting:
+                # also past ``end``: a newer epoch's data proves older ones abandoned
+                fenced, kept = _fenced_by(waiting.pop(b.producer_id), b.producer_epoch)
+                _resolve(fenced, True, stats, end)
+                if kept:
+                    waiting[b.producer_id] = kept
+            if b.base_offset < end:
+                slot: list[Any] = [b, None if b.transactional else True]
+                queue.append(slot)
+                if b.transactional:
+                    waiting.setdefault(b.producer_id, []).append(slot)
             yield from drain()
         if b.last_offset + 1 >= end and not waiting:
             break

@@ -367,7 +367,9 @@ def describe_log(bootstrap: str, topic: str, partition: int, near: int | None = 
             kind = "ABORT" if b.abort else "COMMIT"
         else:
             kind = "txn" if b.transactional else "plain"
-        kinds.append(f"{b.base_offset}-{b.last_offset}:{kind}:pid{b.producer_id}")
+        kinds.append(
+            f"{b.base_offset}-{b.last_offset}:{kind}:pid{b.producer_id}e{b.producer_epoch}"
+        )
     return (
         f"{topic}[{partition}] stored: high watermark {log.high_watermark}, last stable offset "
         f"{log.last_stable_offset}, {len(log.batches)} batches; read_committed by the markers: "

@@ -17,17 +17,25 @@ pytestmark = pytest.mark.unit
 
 
 def _log(draw: Any) -> list[LogBatch]:
-    """A random log: plain batches, transactional batches of 3 producers, markers."""
+    """A random log: plain batches, transactional batches of 3 producers, markers, and
+    fences (a producer's epoch bumped with no marker for its open transaction, as
+    Tansu leaves it when ``init_transactions`` fences the previous holder)."""
     batches: list[LogBatch] = []
     offset = 0
     open_pids: set[int] = set()
+    epochs = {1: 0, 2: 0, 3: 0}
     for _ in range(draw(st.integers(0, 25))):
-        kind = draw(st.sampled_from(["plain", "txn", "marker"]))
+        kind = draw(st.sampled_from(["plain", "txn", "marker", "fence"]))
+        if kind == "fence":
+            pid = draw(st.integers(1, 3))
+            epochs[pid] += 1
+            open_pids.discard(pid)
+            continue
         if kind == "marker" and open_pids:
             pid = draw(st.sampled_from(sorted(open_pids)))
             open_pids.discard(pid)
             abort = draw(st.booleans())
-            batches.append(LogBatch(offset, offset, pid, True, True, abort, ()))
+            batches.append(LogBatch(offset, offset, pid, True, True, abort, (), epochs[pid]))
             offset += 1
             continue
         n = draw(st.integers(1, 4))
@@ -39,7 +47,8 @@ def _log(draw: Any) -> list[LogBatch]:
             LogRecord(o, b"k", f"v{o}".encode(), (("h", None),), 1000 + o)
             for o in range(offset, offset + n)
         )
-        batches.append(LogBatch(offset, offset + n - 1, pid, txn, False, False, recs))
+        epoch = epochs[pid] if txn else -1
+        batches.append(LogBatch(offset, offset + n - 1, pid, txn, False, False, recs, epoch))
         offset += n
     return batches
 
@@ -74,6 +83,7 @@ def test_scan_matches_committed_view_on_any_range(
                     b.control,
                     b.abort,
                     tuple(r for r in b.records if r.offset >= begin),
+                    b.producer_epoch,
                 )
 
     real = rawlog.iter_batches
@@ -90,3 +100,29 @@ def test_scan_matches_committed_view_on_any_range(
     in_range = [r for b in batches if b.transactional for r in b.records if start <= r.offset < end]
     committed_txn = [r for r in got if any(r in b.records for b in batches if b.transactional)]
     assert len(in_range) == len(committed_txn) + stats.aborted_records + stats.open_records
+
+
+def test_a_fenced_writers_open_transaction_is_not_committed_by_the_new_epoch() -> None:
+    """Writer one (epoch 0) leaves a transaction open; writer two takes the
+    transactional.id (epoch 1, no ABORT marker written, as on Tansu) and commits its
+    own. Only writer two's records are committed; a marker of an older epoch ends
+    nothing of a newer one."""
+
+    def data(offset: int, epoch: int, tag: str) -> LogBatch:
+        rec = LogRecord(offset, b"k", tag.encode(), (), 1)
+        return LogBatch(offset, offset, 7, True, False, False, (rec,), epoch)
+
+    batches = [
+        data(0, 0, "one-committed"),
+        LogBatch(1, 1, 7, True, True, False, (), 0),
+        data(2, 0, "one-abandoned"),
+        data(3, 1, "two"),
+        # a fenced writer's late COMMIT (a broker not enforcing the fence) ends only
+        # its own epoch's batches: none are left
+        LogBatch(4, 4, 7, True, True, False, (), 0),
+        data(5, 1, "two-more"),
+        LogBatch(6, 6, 7, True, True, False, (), 1),
+    ]
+    view = committed_view(PartitionLog(batches, 7, 7, []))
+    assert [r.value for r in view.records] == [b"one-committed", b"two", b"two-more"]
+    assert view.aborted_records == 1 and view.open_records == 0
