@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,16 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from support.mirror import MirrorRun, Rec, kill_group, mm_env
+from support.mirror import (
+    MirrorRun,
+    Rec,
+    create_topic,
+    kill_group,
+    mirror_properties,
+    mm_env,
+    produce_mixed,
+    read_topic,
+)
 
 KV = tuple[bytes | None, bytes | None]
 
@@ -138,3 +148,39 @@ def read_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[
     finally:
         consumer.close()
     return got
+
+
+@dataclass
+class GroupsTopic:
+    """A mirrored topic with transactional gaps, and the flow config checkpointing groups."""
+
+    props: Path
+    topic: str
+    source: dict[int, list[Rec]]
+    end: dict[int, int]  # per partition: the offset after the last record
+    gap: dict[int, int]  # per partition: an offset holding no record (a marker)
+
+
+def topic_for_groups(
+    a: str, b: str, tmp: Path, topic: str, groups_regex: str, partitions: int, tag: str
+) -> GroupsTopic:
+    """``topic`` on A with :func:`support.mirror.produce_mixed` data, and a flow A->B
+    config mirroring it and checkpointing the groups matching ``groups_regex``."""
+    props = mirror_properties(
+        tmp / "mm2.properties",
+        a,
+        b,
+        [topic],
+        state_dir=tmp / "state",
+        extra={"A->B.groups": groups_regex},
+    )
+    create_topic(a, topic, partitions)
+    produce_mixed(a, topic, partitions, tag=f"{tag}-")
+    source = read_topic(a, topic, partitions)
+    return GroupsTopic(
+        props,
+        topic,
+        source,
+        {p: source[p][-1].offset + 1 for p in range(partitions)},
+        {p: gap_offset(source[p]) for p in range(partitions)},
+    )

@@ -29,17 +29,14 @@ from support.groups import (
     KV,
     commit_admin,
     commit_assigned,
-    gap_offset,
     group_offsets,
     read_group,
     run_mm,
+    topic_for_groups,
     unread,
 )
 from support.mirror import (
     Rec,
-    create_topic,
-    mirror_properties,
-    produce_mixed,
     read_topic,
     run_mirror_once,
 )
@@ -82,19 +79,8 @@ def setup(
     topic = f"fot-{tag}"
     target_topic = f"A.{topic}"
     groups = {r: f"fog-{tag}-{r}" for r in ("g1", "g2", "g3", "g4")}
-    props = mirror_properties(
-        tmp / "mm2.properties",
-        a,
-        b,
-        [topic],
-        state_dir=tmp / "state",
-        extra={"A->B.groups": f"fog-{tag}-.*"},
-    )
-    create_topic(a, topic, PARTITIONS)
-    produce_mixed(a, topic, PARTITIONS, tag=f"{tag}-")
-    source = read_topic(a, topic, PARTITIONS)
-    end = {p: source[p][-1].offset + 1 for p in range(PARTITIONS)}
-    gap = {p: gap_offset(source[p]) for p in range(PARTITIONS)}
+    made = topic_for_groups(a, b, tmp, topic, f"fog-{tag}-.*", PARTITIONS, tag)
+    props, source, end, gap = made.props, made.source, made.end, made.gap
     committed = {
         "g1": {0: 0, 1: gap[1], 2: source[2][len(source[2]) // 2].offset},
         "g2": {0: gap[0], 1: end[1], 2: 1},

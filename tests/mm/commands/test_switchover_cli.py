@@ -23,18 +23,16 @@ from support.clusters import KafkaCluster
 from support.groups import (
     KV,
     commit_admin,
-    gap_offset,
     group_offsets,
     read_group,
     run_mm,
+    topic_for_groups,
     unread,
 )
 from support.mirror import (
     Rec,
     create_topic,
     mirror_properties,
-    produce_mixed,
-    read_topic,
     run_mirror_once,
 )
 
@@ -152,19 +150,8 @@ def setup(
     tmp = tmp_path_factory.mktemp("switchover")
     tag = uuid.uuid4().hex[:8]
     topic = f"swt-{tag}"
-    props = mirror_properties(
-        tmp / "mm2.properties",
-        a,
-        b,
-        [topic],
-        state_dir=tmp / "state",
-        extra={"A->B.groups": f"swg-{tag}-.*"},
-    )
-    create_topic(a, topic, PARTITIONS)
-    produce_mixed(a, topic, PARTITIONS, tag=f"{tag}-")
-    source = read_topic(a, topic, PARTITIONS)
-    end = {p: source[p][-1].offset + 1 for p in range(PARTITIONS)}
-    gap = {p: gap_offset(source[p]) for p in range(PARTITIONS)}
+    made = topic_for_groups(a, b, tmp, topic, f"swg-{tag}-.*", PARTITIONS, tag)
+    props, source, end, gap = made.props, made.source, made.end, made.gap
     committed = {
         f"swg-{tag}-ok-1": {0: 0, 1: gap[1], 2: source[2][len(source[2]) // 2].offset},
         f"swg-{tag}-ok-2": {0: gap[0], 1: end[1], 2: end[2]},

@@ -5,18 +5,14 @@ from __future__ import annotations
 import sys
 
 import pytest
+from support.props import TWO_CLUSTERS
 
 from mm.config import build_config
 from mm.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
-BASE = {
-    "clusters": "A, B",
-    "A.bootstrap.servers": "a:9092",
-    "B.bootstrap.servers": "b:9092",
-    "A->B.enabled": "true",
-}
+BASE = TWO_CLUSTERS
 
 # (extra properties, key named, value named, words of the expectation)
 CASES = [

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+from support.props import TWO_CLUSTERS
 
 from mm.config import build_config
 from mm.config.settings import SETTINGS, parse_settings
@@ -13,12 +14,7 @@ from mm.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
-BASE = {
-    "clusters": "A, B",
-    "A.bootstrap.servers": "a:9092",
-    "B.bootstrap.servers": "b:9092",
-    "A->B.enabled": "true",
-}
+BASE = TWO_CLUSTERS
 
 
 def test_defaults_where_unset_and_typed_values_where_set() -> None:

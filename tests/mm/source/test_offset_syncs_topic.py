@@ -6,6 +6,7 @@ from concurrent.futures import Future
 from typing import Any, ClassVar
 
 import pytest
+from support.props import TWO_CLUSTERS
 
 from mm.config import build_config
 from mm.errors import ConfigError
@@ -13,12 +14,7 @@ from mm.source import job
 
 pytestmark = pytest.mark.unit
 
-BASE = {
-    "clusters": "A, B",
-    "A.bootstrap.servers": "a:9092",
-    "B.bootstrap.servers": "b:9092",
-    "A->B.enabled": "true",
-}
+BASE = TWO_CLUSTERS
 
 
 class _Metadata:
