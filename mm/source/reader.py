@@ -308,6 +308,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             log.debug(
                 "range mirrored",
+                resumed_from=result.resumed_from,
+                position=result.position,
                 records=result.records,
                 transactions=result.transactions,
                 seconds=round(time.monotonic() - started, 3),

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,7 +300,9 @@ def tree_description(procs: Iterable[Proc]) -> str:
 class MirrorProcess:
     """`mm mirror -c config [args]` in its own session, stdout and stderr in files."""
 
-    def __init__(self, config: Path, log_dir: Path, *args: str) -> None:
+    def __init__(
+        self, config: Path, log_dir: Path, *args: str, env: Mapping[str, str] | None = None
+    ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = log_dir / "mirror.stdout"
         self.stderr_path = log_dir / "mirror.stderr"
@@ -310,6 +312,7 @@ class MirrorProcess:
                 "PYSPARK_PYTHON": sys.executable,
                 "PYSPARK_DRIVER_PYTHON": sys.executable,
                 "MM_LOG_FORMAT": "json",
+                **(env or {}),
             }
         )
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
@@ -374,3 +377,26 @@ def wait_for_batches(path: Path, count: int, timeout: float, alive: Any = None) 
         if n >= count or time.monotonic() > deadline or (alive is not None and not alive()):
             return n
         time.sleep(0.2)
+
+
+def stale_starts(runs: Mapping[str, Path], partition: int) -> list[str]:
+    """Ranges of ``partition`` (from the runs' debug logs, "range mirrored") that
+    resumed below a position some range had already reached: a stale mirror state
+    read. One line each, with the range before it that went further."""
+    ranges = []
+    for name, path in runs.items():
+        for e in log_events(path, "range mirrored"):
+            if e.get("partition") == partition and "resumed_from" in e:
+                ranges.append((e["timestamp"], name, e["resumed_from"], e["position"], e))
+    ranges.sort(key=lambda r: r[0])
+    out, best = [], None
+    for ts, name, start, end, _e in ranges:
+        if best is not None and start < best[3]:
+            out.append(
+                f"[{partition}] {ts} {name} resumed at {start} after {best[1]} had reached "
+                f"{best[3]} "
+                f"({best[0]}); this range went to {end}"
+            )
+        if best is None or end > best[3]:
+            best = (ts, name, start, end)
+    return out

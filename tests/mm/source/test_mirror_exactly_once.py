@@ -40,6 +40,7 @@ from support.eos import (
     read_log,
     record_value,
     signal_all,
+    stale_starts,
     tree_description,
     wait_all_gone,
     wait_for_batches,
@@ -85,8 +86,10 @@ class Runs:
         self.trees: list[list[Proc]] = []
         self.freezes = 0
 
-    def start(self, name: str, config: Path | None = None) -> MirrorProcess:
-        run = MirrorProcess(config or self.config, self.log_root / name)
+    def start(
+        self, name: str, config: Path | None = None, env: dict[str, str] | None = None
+    ) -> MirrorProcess:
+        run = MirrorProcess(config or self.config, self.log_root / name, env=env)
         self.started.append(run)
         return run
 
@@ -365,7 +368,9 @@ def test_second_instance_of_a_flow(
         cluster_a.bootstrap_servers, topic, PARTITIONS, rate_per_partition=400
     ).start()
     try:
-        first = runs.start("first")
+        # debug logs: each range's start and end, to tell a stale state read if it fails
+        debug = {"MM_LOG_LEVEL": "DEBUG"}
+        first = runs.start("first", env=debug)
         alive = lambda: first.proc.poll() is None  # noqa: E731
         assert wait_for_batches(first.stderr_path, 1, 120, alive), first.output()[-6000:]
 
@@ -380,7 +385,7 @@ def test_second_instance_of_a_flow(
             f"the first mirror stopped mirroring:\n{first.output()[-6000:]}"
         )
 
-        second = runs.start("second", other_config)
+        second = runs.start("second", other_config, env=debug)
         deadline = time.monotonic() + 120
         while not log_events(second.stderr_path, "mirror starting"):
             if second.proc.poll() is not None or time.monotonic() > deadline:
@@ -410,7 +415,15 @@ def test_second_instance_of_a_flow(
         runs.kill(r, whole_tree=True)
     drain = run_mirror_once(config)
     assert drain.returncode == 0, drain.describe()
-    views = _assert_exactly_once(cluster_a, cluster_b, topic, producer)
+    try:
+        views = _assert_exactly_once(cluster_a, cluster_b, topic, producer)
+    except AssertionError as exc:
+        logs = {n: r.stderr_path for n, r in both(first, second)}
+        stale = [s for p in range(PARTITIONS) for s in stale_starts(logs, p)]
+        raise AssertionError(
+            f"{exc}\nranges that resumed below a position already reached "
+            f"(partition order): {stale or 'none'}"
+        ) from None
     print(_summary(views))
 
 
