@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -364,6 +365,7 @@ def test_second_instance_of_a_flow(
 
     config, other_config = properties("first"), properties("second")
     runs = runs_factory(config)
+    broker_log_mark = _log_size(cluster_b)
     producer = BackgroundProducer(
         cluster_a.bootstrap_servers, topic, PARTITIONS, rate_per_partition=400
     ).start()
@@ -418,6 +420,18 @@ def test_second_instance_of_a_flow(
     try:
         views = _assert_exactly_once(cluster_a, cluster_b, topic, producer)
     except AssertionError as exc:
+        half = _tansu_half_commits(cluster_b, broker_log_mark)
+        counts = re.findall(r"(\d+) missing, (\d+) unknown", str(exc))
+        # only duplicates, and the broker logged the half-applied commit behind them
+        if half and counts and all(m == u == "0" for m, u in counts):
+            pytest.xfail(
+                "Tansu 0.6 (510f3e2) EndTxn is not atomic against a concurrent "
+                "InitProducerId: it writes the COMMIT markers, then finds the epoch bumped "
+                "and never applies the transaction's offsets (tansu-storage dynostore.rs "
+                "txn_end's second epoch check), so the next writer re-mirrors a committed "
+                f"transaction; the broker logged it: {half[0]}. Apache Kafka completes the "
+                f"commit before answering InitProducerId.\n{exc}"
+            )
         logs = {n: r.stderr_path for n, r in both(first, second)}
         stale = [s for p in range(PARTITIONS) for s in stale_starts(logs, p)]
         raise AssertionError(
@@ -425,6 +439,27 @@ def test_second_instance_of_a_flow(
             f"(partition order): {stale or 'none'}"
         ) from None
     print(_summary(views))
+
+
+# the error Tansu 0.6 (510f3e2) logs when txn_end's epoch check *after* writing the
+# markers fails: the transaction's records are committed, its offsets are not
+_TANSU_HALF_COMMIT = re.compile(r"tansu_storage::dynostore: 2638: err=Api\(ProducerFenced\)")
+
+
+def _log_size(cluster: KafkaCluster) -> int:
+    path = cluster.log_path
+    return path.stat().st_size if path is not None and path.exists() else 0
+
+
+def _tansu_half_commits(cluster: KafkaCluster, since: int) -> list[str]:
+    """The embedded broker's log lines of a half-applied EndTxn written after byte
+    ``since`` (this test's time); [] for any other broker."""
+    if cluster.kind != "embedded" or cluster.log_path is None or not cluster.log_path.exists():
+        return []
+    with cluster.log_path.open("rb") as f:
+        f.seek(since)
+        lines = f.read().decode(errors="replace").splitlines()
+    return [line.strip() for line in lines if _TANSU_HALF_COMMIT.search(line)]
 
 
 @pytest.mark.unit
