@@ -35,6 +35,7 @@ holds a record twice.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -942,6 +943,35 @@ def _commit(
     pairs = tracker.syncs(delivery.first)
     batch_id = uuid.uuid4().hex[:12]
     metadata = encode_state(batch_id, pairs)
+    # syncs on the target: one transaction at a time of this process holds the shared
+    # offset-syncs partition (Tansu 0.6 loses the offsets of transactions that overlap
+    # on a partition, and stalls its last stable offset; Apache Kafka does not)
+    syncs_lock = _TARGET_SYNCS_LOCK if rt.offset_syncs_on_target else contextlib.nullcontext()
+    with syncs_lock:
+        _commit_with_syncs(rt, spec, producer, group_metadata, next_pos, pairs, metadata, syncs)
+    result.metadata = metadata
+    result.records += tracker.count
+    result.bytes += txn_bytes
+    result.transactions += 1
+    result.syncs += len(pairs)
+    if syncs is not None:
+        syncs.write(pairs, batch_id)
+
+
+_TARGET_SYNCS_LOCK = threading.Lock()
+
+
+def _commit_with_syncs(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    producer: Producer,
+    group_metadata: Any,
+    next_pos: int,
+    pairs: list[tuple[int, int]],
+    metadata: str,
+    syncs: _SourceSyncWriter | None,
+) -> None:
+    where = f"{spec.target_topic}[{spec.partition}]"
     try:
         if rt.offset_syncs_on_target:
             for i, (u, d) in enumerate(pairs):
@@ -976,13 +1006,6 @@ def _commit(
         if err is not None and err.txn_requires_abort():
             _abort(producer)
         raise wrap(exc, f"commit transaction for {where}") from exc
-    result.metadata = metadata
-    result.records += tracker.count
-    result.bytes += txn_bytes
-    result.transactions += 1
-    result.syncs += len(pairs)
-    if syncs is not None:
-        syncs.write(pairs, batch_id)
 
 
 def _abort(producer: Producer) -> None:
