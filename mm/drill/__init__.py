@@ -1,0 +1,1 @@
+"""`mm drill`: a disaster-recovery drill's accounting (pure) and its report."""
