@@ -37,6 +37,9 @@ memory-flatness run:
 
     python bench/scale_bench.py latency --duration 600 --rss
 
+MM_BENCH_MIRROR_LOG_LEVEL=DEBUG (with --keep) leaves every range's timing in the
+run directory's mirror.log.
+
 Examples:
     python bench/scale_bench.py                            # throughput, 24 x 4, 3,000 x 300 B
     python bench/scale_bench.py latency                    # 24 x 4, 1,000 rec/s for 60 s
@@ -218,7 +221,8 @@ def subprocess_env() -> dict[str, str]:
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["MM_LOG_FORMAT"] = "json"
-    env["MM_LOG_LEVEL"] = "INFO"  # "mirror starting" and "micro-batch mirrored" events
+    # at least INFO: the "mirror starting" and "micro-batch mirrored" events are read
+    env["MM_LOG_LEVEL"] = os.environ.get("MM_BENCH_MIRROR_LOG_LEVEL", "INFO")
     return env
 
 
@@ -280,6 +284,11 @@ def mirror_config(
         f"A->B.enabled = true\nA->B.topics = {topics}\nmm.state.dir = {state_dir}\n{extra}"
     )
     return path
+
+
+def extra_props(args: argparse.Namespace) -> str:
+    """The --set KEY=VALUE lines for the mirror's properties file."""
+    return "".join(f"{kv}\n" for kv in args.set)
 
 
 def fmt_s(seconds: float | None) -> str:
@@ -396,7 +405,7 @@ def throughput(args: argparse.Namespace, a: str, b: str, run_dir: Path) -> int:
         b,
         f"{PREFIX}.*",
         state,
-        "mm.mirror.max.records.per.partition.per.batch = 100000000\n",
+        "mm.mirror.max.records.per.partition.per.batch = 100000000\n" + extra_props(args),
     )
     warm_path = mirror_config(
         run_dir / "warmup.properties",
@@ -404,7 +413,7 @@ def throughput(args: argparse.Namespace, a: str, b: str, run_dir: Path) -> int:
         b,
         "warmup",
         run_dir / "warm-state",
-        "mm.mirror.max.records.per.partition.per.batch = 100000000\n",
+        "mm.mirror.max.records.per.partition.per.batch = 100000000\n" + extra_props(args),
     )
     cfg = load_config(cfg_path)
     sampler = RssSampler()
@@ -649,7 +658,9 @@ def latency(args: argparse.Namespace, a: str, b: str, run_dir: Path) -> int:
     if producer.flush(60):
         raise RuntimeError("probe records not delivered")
 
-    cfg_path = mirror_config(run_dir / "mm.properties", a, b, f"{PREFIX}.*", run_dir / "state")
+    cfg_path = mirror_config(
+        run_dir / "mm.properties", a, b, f"{PREFIX}.*", run_dir / "state", extra_props(args)
+    )
     log_path = run_dir / "mirror.log"
     receiver = Receiver(b, [(f"A.{t}", p) for t, p in tps], args.fetch_wait_ms)
     launched = time.time()
@@ -838,6 +849,14 @@ def main() -> int:
     )
     g.add_argument("--rss", action="store_true", help="sample the mirror process tree's RSS")
     g.add_argument("--rss-interval", type=float, default=5.0, help="seconds between samples")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra line for the mirror's properties file (repeatable), "
+        "e.g. --set mm.mirror.pool.max.clients=900",
+    )
     ap.add_argument(
         "--keep", action="store_true", help="keep the run directory (configs, logs, state)"
     )

@@ -114,10 +114,10 @@ _SETTINGS = (
     ),
     Setting(
         "mirror.pool.max.clients",
-        None,
-        _positive_int,
-        "a positive whole number of clients",
-        "Kafka clients a Python worker keeps between tasks (unset: none kept)",
+        300,
+        _non_negative_int,
+        "a whole number of clients, 0 or more",
+        "Kafka clients a Python worker keeps between tasks (0: none kept)",
     ),
     Setting(
         "mirror.position.refresh.interval.seconds",

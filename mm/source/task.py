@@ -477,6 +477,10 @@ def _mirror_with(
     try:
         if fresh:
             try:
+                # metadata first: with no broker connection up yet, librdkafka's
+                # coordinator lookup waits out a 0.5 s retry timer (measured: 96
+                # concurrent inits 1.5 s without this, 0.75 s with it)
+                producer.list_topics(spec.target_topic, timeout=30)
                 producer.init_transactions(60)
             except KafkaException as exc:
                 raise wrap(

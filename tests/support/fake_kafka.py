@@ -240,6 +240,9 @@ class FakeProducer:
         self._pending_offsets: list[tuple[str, TopicPartition]] = []
         self._callbacks: list[tuple[Any, FakeMessage]] = []
 
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> None:
+        return None
+
     def init_transactions(self, timeout: float = 0) -> None:
         assert self.transactional
         c = self.cluster

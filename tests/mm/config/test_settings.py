@@ -53,7 +53,7 @@ def test_defaults_where_unset_and_typed_values_where_set() -> None:
         ("mirror.position.refresh.interval.seconds", "-1", "a positive number of seconds"),
         ("mirror.retry.timeout.seconds", "soon", "a positive number of seconds"),
         ("mirror.max.records.per.partition.per.batch", "-5", "a positive whole number"),
-        ("mirror.pool.max.clients", "0", "a positive whole number of clients"),
+        ("mirror.pool.max.clients", "-1", "a whole number of clients, 0 or more"),
         ("offset.syncs.retention.ms", "0", "a positive number of ms, or -1 (forever)"),
         ("offset.syncs.retention.ms", "-2", "a positive number of ms, or -1 (forever)"),
         ("metrics.port", "70000", "a TCP port (0-65535)"),
