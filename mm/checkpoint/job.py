@@ -118,7 +118,8 @@ def _run_continuous(queries: list[Any], workers: list[FlowCheckpointer]) -> None
     while True:
         for q in queries:
             if not q.isActive:
-                _await(q, 0)
+                # a failed query raises its cause here (awaitTermination refuses 0)
+                _await(q, 0.001)
                 raise MirrorError(f"query {q.name} stopped")
         _await(queries[0], step)
         for w in workers:

@@ -196,7 +196,12 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         assert isinstance(partition, SyncsRange)
         conf = reader_conf(
             self.consumer_conf,
-            {"fetch.wait.max.ms": 10, "auto.offset.reset": "earliest"},
+            {
+                # the range's syncs are on the broker already: no reason to wait for
+                # more, unless the cluster's consumer properties say otherwise
+                "fetch.wait.max.ms": self.consumer_conf.get("fetch.wait.max.ms", 10),
+                "auto.offset.reset": "earliest",
+            },
             group=throwaway_group("__mm-probe"),
         )
         consumer = new_consumer(conf)

@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as TP
 from mm_client.kafka import (
+    AcknowledgedProducer,
     ensure_topic,
     new_admin,
     new_consumer,
@@ -153,16 +154,10 @@ def record_failover_point(
         flow.offset_syncs_topic_replication_factor,
         config={"cleanup.policy": "delete", "retention.ms": "-1"},
     )
-    producer = new_producer(
-        {**target.librdkafka("producer"), "enable.idempotence": True, "acks": "all"}
+    producer = AcknowledgedProducer(
+        new_producer({**target.librdkafka("producer"), "enable.idempotence": True, "acks": "all"})
     )
-    failed: list[Any] = []
     key, value = point.encode()
-    producer.produce(topic, value, key, on_delivery=lambda err, _m: failed.append(err))
-    left = producer.flush(timeout)
-    if left or (failed and failed[0] is not None):
-        raise KafkaOperationError(
-            f"recording the failover point in {topic} on {flow.target} failed: "
-            f"{failed[0] if failed and failed[0] is not None else 'not acknowledged in time'}"
-        )
+    producer.produce(topic, value, key)
+    producer.flush(timeout, f"recording the failover point in {topic} on {flow.target} failed")
     return topic

@@ -67,8 +67,14 @@ class _Flow:
         )
         self.remote = {t: self.policy.format_remote_topic(flow.source, t) for t in topics}
         self.upstream_of = {tt: t for t, tt in self.remote.items()}
+        # heartbeats are mirrored but are no application's data, and `mm heartbeat`
+        # keeps writing them during a switchover: they neither show producers still
+        # running nor hold anything a group must find on the target
         self.keys: list[Key] = [
-            (t, p) for t in sorted(topics) for p in range(self.src_meta.partitions[t])
+            (t, p)
+            for t in sorted(topics)
+            if not self.policy.is_heartbeats_topic(t)
+            for p in range(self.src_meta.partitions[t])
         ]
 
     def ends(self) -> dict[Key, int]:

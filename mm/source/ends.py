@@ -12,8 +12,9 @@ the source held that never reached the target, without asking the source.
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,17 +72,27 @@ class EndsPublisher:
         self._producer, self._topic, self._flow = producer, topic, flow
         self._interval, self._log, self._clock = interval, log, clock
         self._last = float("-inf")
+        # the planner's thread and the refresher's (EndsRefresher) both publish
+        self._lock = threading.Lock()
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    def due(self) -> bool:
+        return self._clock() - self._last >= self._interval
 
     def seen(self, ends: Mapping[Key, int]) -> bool:
         """Publish ``ends`` if the last publication is ``interval`` old; True if it did."""
-        now = self._clock()
-        self._producer.poll(0)  # serve the previous delivery report
-        if now - self._last < self._interval or not ends:
-            return False
-        key, value = encode_ends(self._flow, int(now * 1000), ends)
-        self._producer.produce(self._topic, value, key, on_delivery=self._delivered)
-        self._last = now
-        return True
+        with self._lock:
+            now = self._clock()
+            self._producer.poll(0)  # serve the previous delivery report
+            if now - self._last < self._interval or not ends:
+                return False
+            key, value = encode_ends(self._flow, int(now * 1000), ends)
+            self._producer.produce(self._topic, value, key, on_delivery=self._delivered)
+            self._last = now
+            return True
 
     def _delivered(self, err: Any, _msg: Any) -> None:
         if err is not None and self._log is not None:
@@ -89,3 +100,46 @@ class EndsPublisher:
 
     def close(self) -> None:
         self._producer.flush(10)
+
+
+class EndsRefresher(threading.Thread):
+    """Keeps the published ends fresh while a micro-batch runs.
+
+    The planner reads the ends once per micro-batch; a batch that takes a minute (a
+    backlog, a slow broker) would leave the newest publication a minute old, and a
+    failover in that minute would underestimate the loss. This thread reads them
+    itself whenever the last publication is due again.
+    """
+
+    def __init__(
+        self,
+        publisher: EndsPublisher,
+        read: Callable[[Sequence[Key]], Mapping[Key, int]],
+        log: Callable[..., None] | None = None,
+        step: float = 1.0,
+    ) -> None:
+        super().__init__(name="mm-mirror-ends", daemon=True)
+        self._publisher, self._read, self._log, self._step = publisher, read, log, step
+        self._partitions: tuple[Key, ...] = ()
+        self._halt = threading.Event()
+
+    def watch(self, partitions: Sequence[Key]) -> None:
+        """The mirrored partitions (the planner's newest topic list)."""
+        self._partitions = tuple(partitions)
+
+    def halt(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        while not self._halt.wait(self._step):
+            partitions = self._partitions
+            if not partitions or not self._publisher.due():
+                continue
+            try:
+                self._publisher.seen(self._read(partitions))
+            except Exception as exc:
+                # the source may be down: that is when the last publication matters
+                # most, and it stays; the planner reports the source's errors itself
+                if self._log is not None:
+                    self._log("source ends not read", error=str(exc))
+                self._halt.wait(self._publisher.interval)  # not a line per step

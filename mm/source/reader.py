@@ -75,6 +75,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._clock: RefreshClock | None = None
         self._admin: Any = None
         self._ends: Any = None  # mm.source.ends.EndsPublisher, once needed
+        self._refresher: Any = None  # mm.source.ends.EndsRefresher, once needed
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -116,6 +117,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = [(t, p) for t, mt in self._topics.items() for p in range(mt.partitions)]
         marks = watermarks(self.runtime.source_consumer, tps, admin=self._source_admin())
         self._ends_publisher().seen({k: hi for k, (_lo, hi) in marks.items()})
+        self._ends_refresher().watch(tps)
         ends: dict[str, int] = {}
         for (t, p), (lo, hi) in marks.items():
             k = _key(t, p)
@@ -141,6 +143,29 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log=get_logger("mm.mirror.planner").warning,
             )
         return self._ends
+
+    def _ends_refresher(self) -> Any:
+        """Publishes fresh ends while a long micro-batch runs (mm.source.ends)."""
+        if self._refresher is None:
+            from mm_client.kafka.clients import new_admin
+
+            from mm.kafka.watermarks import watermarks
+            from mm.logs import get_logger
+            from mm.source.ends import EndsRefresher
+
+            # its own clients: the planner's are used by the planner's thread
+            admin = new_admin(self._plan.planner["source_admin"])
+            conf = self.runtime.source_consumer
+
+            def read(tps: Any) -> dict[tuple[str, int], int]:
+                marks = watermarks(conf, list(tps), admin=admin)
+                return {k: hi for k, (_lo, hi) in marks.items()}
+
+            self._refresher = EndsRefresher(
+                self._ends_publisher(), read, log=get_logger("mm.mirror.planner").warning
+            )
+            self._refresher.start()
+        return self._refresher
 
     def _source_admin(self) -> Any:
         """The planner's AdminClient of the source (batched offset listings)."""
@@ -301,8 +326,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.runtime,
                 spec,
                 log=log.warning,
-                # 0 = every range builds and closes its own clients (the default:
-                # see mm.source.spec.FlowRuntime.pool_max_clients)
+                # 0 = every range builds and closes its own clients
+                # (mm.mirror.pool.max.clients, see FlowRuntime.pool_max_clients)
                 pool=worker_pool(self.runtime) if self.runtime.pool_max_clients > 0 else None,
                 pending_syncs=pending,
             )

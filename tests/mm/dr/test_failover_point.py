@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from mm.dr.failover_point import FailoverPoint, failover_point
-from mm.source.ends import EndsPublisher, decode_ends, encode_ends
+from mm.source.ends import EndsPublisher, EndsRefresher, decode_ends, encode_ends
 
 pytestmark = pytest.mark.unit
 
@@ -112,6 +113,48 @@ def test_publisher_publishes_at_most_every_interval_and_logs_failures() -> None:
     producer.callbacks[0]("BROKER_NOT_AVAILABLE", None)
     producer.callbacks[1](None, None)
     assert logged == [{"topic": "mm-mirror-ends.A.internal", "error": "BROKER_NOT_AVAILABLE"}]
+
+
+def test_the_refresher_publishes_fresh_ends_while_a_batch_runs() -> None:
+    """The planner reads ends once per micro-batch; during a long batch the refresher
+    reads and publishes them whenever a publication is due, and a source that stops
+    answering only costs a log line (the last publication stays)."""
+    now = [100.0]
+    producer = FakeProducer()
+    pub = EndsPublisher(producer, "ends", "A->B", 5.0, clock=lambda: now[0])
+    source_end = [10]
+    reads: list[tuple[Any, ...]] = []
+    logged: list[Any] = []
+
+    def read(tps: Any) -> dict[tuple[str, int], int]:
+        reads.append(tuple(tps))
+        if source_end[0] < 0:
+            raise RuntimeError("source down")
+        return {tp: source_end[0] for tp in tps}
+
+    refresher = EndsRefresher(pub, read, log=lambda *a, **kw: logged.append(kw), step=0.01)
+    assert pub.seen({("t", 0): 5})  # the planner's own publication
+    refresher.watch([("t", 0), ("t", 1)])
+    refresher.start()
+    try:
+        time.sleep(0.1)
+        assert reads == []  # not due yet: the planner just published
+        now[0] = 105.0
+        deadline = time.monotonic() + 5
+        while len(producer.sent) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert decode_ends(producer.sent[1][2]).ends == {("t", 0): 10, ("t", 1): 10}
+        assert reads[0] == (("t", 0), ("t", 1))
+        source_end[0] = -1
+        now[0] = 111.0
+        while not logged and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert logged and logged[0]["error"] == "source down"
+        assert len(producer.sent) == 2
+    finally:
+        refresher.halt()
+        refresher.join(5)
+    assert not refresher.is_alive()
 
 
 def test_divergence_is_planned_from_the_point_and_the_ends_now() -> None:
