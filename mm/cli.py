@@ -19,6 +19,11 @@ from mm.errors import ConfigError, MirrorError, UsageError
 COMMANDS: list[tuple[str, str, str]] = [
     ("embedded", "mm.commands.embedded", "start/stop local Kafka-compatible clusters (Tansu)"),
     ("demo", "mm.commands.demo", "mirror a demo topic between two embedded clusters, then verify"),
+    (
+        "drill",
+        "mm.commands.drill",
+        "a disaster-recovery drill on embedded clusters: switchover, failover, failback, figures",
+    ),
     ("mirror", "mm.commands.mirror", "mirror every enabled flow X->Y on Spark (exactly once)"),
     (
         "config",

@@ -148,3 +148,26 @@ def judge_failover(groups: Iterable[GroupFigures], twice_allowed: Mapping[str, i
         if g.never_processed:
             reasons.append(_never_reason(g))
     return Verdict(not reasons, tuple(reasons))
+
+
+def twice_bound(
+    copies: Iterable[tuple[int, int] | None], resume_at: Mapping[int, int | None]
+) -> int:
+    """How many records a group may process twice after a failover: those it processed
+    on the source whose copy on the target (``(partition, target offset)``; None: never
+    copied, so it cannot come again) is at or past where the failover resumed it on
+    that partition (``resume_at``: the committed target offset; None or absent: no
+    checkpoint, so everything there may come again).
+
+    A checkpoint taken while the group was ahead of the mirror is conservative (its
+    target offset is the mirror's position then), so this counts from the target
+    offset, not from the checkpoint's source offset."""
+    count = 0
+    for copy in copies:
+        if copy is None:
+            continue
+        partition, offset = copy
+        at = resume_at.get(partition)
+        if at is None or offset >= at:
+            count += 1
+    return count

@@ -17,6 +17,7 @@ from mm.drill.accounting import (
     judge_switchover,
     loss_figures,
     lost_ids,
+    twice_bound,
 )
 
 pytestmark = pytest.mark.unit
@@ -201,3 +202,13 @@ def test_figures_and_verdicts_match_a_brute_force_model(
     failover = judge_failover(groups, bounds)
     within = all(g.processed_twice <= bounds[g.group] and not g.never_processed for g in groups)
     assert failover.passed == within == (not failover.reasons)
+
+
+def test_twice_bound_counts_copies_at_or_past_the_resume_point() -> None:
+    copies = [(0, 5), (0, 9), (0, 10), (0, 11), (1, 0), (1, 3), (2, 7), None]
+    # partition 0 resumes at 10: offsets 10, 11 may come again; partition 1 at 0: both;
+    # partition 2 has no checkpoint: everything there may come again; a record never
+    # copied (None) cannot come again
+    assert twice_bound(copies, {0: 10, 1: 0, 2: None}) == 5
+    assert twice_bound(copies, {0: 12, 1: 4}) == 1  # partition 2 absent: its one record
+    assert twice_bound([], {0: 3}) == 0
