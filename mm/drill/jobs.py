@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,17 +49,21 @@ class Job:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def terminate(self) -> None:
+        """SIGTERM to the job's process group (see :meth:`stop`)."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+
     def stop(self, grace: float = STOP_GRACE_S) -> int | None:
         """SIGTERM to the job's process group, SIGKILL after ``grace`` seconds."""
-        if self.alive():
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
+        self.terminate()
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-            except ProcessLookupError:
-                pass
+            self.proc.wait(10)
         self._log.close()
         return self.proc.returncode
 

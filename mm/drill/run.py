@@ -189,6 +189,8 @@ class Drill:
 
     def stop_jobs(self) -> None:
         for job in self.jobs:
+            job.terminate()  # all at once: each takes seconds to stop Spark
+        for job in self.jobs:
             job.stop()
         self.jobs = []
 
@@ -287,8 +289,9 @@ class Drill:
             p.stop()
         for c in w.consumers:
             c.stop(commit=not crash)
+        deadline = time.monotonic() + (2 if crash else 30)
         for t in (*w.producers, *w.consumers):
-            t.join(2 if crash else 30)
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _keep_records(self, w: _Workload, extra: dict[str, Any] | None = None) -> None:
         """Every record's fate, for whoever checks the figures: acknowledged on A (when),
