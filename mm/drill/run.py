@@ -514,7 +514,9 @@ class Drill:
             reasons,
             None,
             at,
-            LossFigures(len(lost), 0, 0, 0.0),
+            # of what the failover lost: how many the quarantine holds, how many it
+            # does not (lost for good)
+            LossFigures(len(lost), len(lost & held), len(missing), 0.0),
             [],
             quarantined_records=_divergent(doc),
         )

@@ -79,6 +79,9 @@ def test_drill_runs_every_scenario_and_its_figures_match_the_records(tmp_path: P
     assert fb.passed, fb.reasons
     assert fb.quarantined_records is not None
     assert fb.quarantined_records >= fo.loss.lost_records
+    # every record the failover lost is in the quarantine: none is lost for good
+    assert fb.loss.acked_records == fo.loss.lost_records
+    assert (fb.loss.mirrored_records, fb.loss.lost_records) == (fo.loss.lost_records, 0)
 
     html = (out / "drill-report.html").read_text()
     assert html.count("<svg") == 2 and "http://" not in html and "https://" not in html
