@@ -19,9 +19,19 @@ from mm.errors import MirrorError
 STOP_GRACE_S = 20.0
 
 
-def mm_env() -> dict[str, str]:
-    """The environment for an `mm` child: Spark's Python workers use this interpreter."""
-    env = dict(os.environ)
+def mm_env(*, overrides: bool = True) -> dict[str, str]:
+    """The environment for an `mm` child: Spark's Python workers use this interpreter.
+
+    ``overrides=False`` drops the ``MM_*`` config overrides: a config the drill derived
+    already holds them, under its own aliases, and they must not apply twice.
+    """
+    from mm.config.env import ENV_PREFIX, RESERVED
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if overrides or not k.startswith(ENV_PREFIX) or k in RESERVED
+    }
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     env.setdefault("MM_LOG_FORMAT", "json")
@@ -31,7 +41,9 @@ def mm_env() -> dict[str, str]:
 class Job:
     """A long-running `mm <command> -c FILE`, its output in ``<log_dir>/<name>.log``."""
 
-    def __init__(self, name: str, config: Path, log_dir: Path, *args: str) -> None:
+    def __init__(
+        self, name: str, config: Path, log_dir: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")  # closed in stop()
@@ -39,7 +51,7 @@ class Job:
             [sys.executable, "-m", "mm", *args, "-c", str(config)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=mm_env(),
+            env=mm_env() if env is None else env,
             start_new_session=True,  # its Spark JVM and Python workers stop with it
         )
 
@@ -54,6 +66,15 @@ class Job:
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def kill(self) -> int | None:
+        """SIGKILL to the job's process group: the job dies as its host would, mid-batch."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self._log.close()
+        return self.proc.returncode
 
     def stop(self, grace: float = STOP_GRACE_S) -> int | None:
         """SIGTERM to the job's process group, SIGKILL after ``grace`` seconds."""
@@ -89,12 +110,23 @@ class CommandResult:
         return doc
 
 
-def run_command(config: Path, log_dir: Path, *args: str, timeout: float = 600) -> CommandResult:
+def run_command(
+    config: Path,
+    log_dir: Path,
+    *args: str,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> CommandResult:
     """`mm <args> -c config`, waited for; its output also kept in ``log_dir``."""
     argv = [sys.executable, "-m", "mm", *args, "-c", str(config)]
     started = time.monotonic()
     res = subprocess.run(
-        argv, capture_output=True, text=True, env=mm_env(), timeout=timeout, check=False
+        argv,
+        capture_output=True,
+        text=True,
+        env=mm_env() if env is None else env,
+        timeout=timeout,
+        check=False,
     )
     name = args[0]
     (log_dir / f"{name}.out").write_text(res.stdout)

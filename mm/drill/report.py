@@ -88,13 +88,19 @@ class Series:
 class DrillReport:
     started_at: str  # ISO 8601
     duration_s: float
-    clusters: dict[str, str]  # alias -> bootstrap servers
+    clusters: dict[str, str]  # alias -> bootstrap servers (never credentials)
     embedded: bool
     topic: str
     partitions: int
     note: str
     scenarios: list[ScenarioReport]
     series: Series
+    disaster: str = ""  # how A failed, or that the failure was simulated
+    # external clusters (-c): user alias -> the drill's alias for it
+    aliases: dict[str, str] = field(default_factory=dict)
+    # external clusters: "deleted", "not deleted" (with why) or "kept"
+    # -> ["<alias> topic <name>", "<alias> group <name>", ...]
+    cleanup: dict[str, list[str]] = field(default_factory=dict)
 
 
 # ---- JSON -------------------------------------------------------------------------------
@@ -148,6 +154,10 @@ def from_json(text: str) -> DrillReport:
             note=doc["note"],
             scenarios=[_scenario(x) for x in doc["scenarios"]],
             series=series,
+            # absent from reports written before -c existed
+            disaster=doc.get("disaster", ""),
+            aliases=dict(doc.get("aliases", {})),
+            cleanup={k: list(v) for k, v in doc.get("cleanup", {}).items()},
         )
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
         raise ValueError(f"not a drill report: {type(e).__name__}: {e}") from e
@@ -436,8 +446,16 @@ def render_html(report: DrillReport) -> str:
     e = html.escape
     origin = _origin(report.series)
     clusters = ", ".join(
-        f"{e(alias)} = {e(bootstrap)}" for alias, bootstrap in report.clusters.items()
+        f"{e(alias)} = {e(bootstrap)}"
+        + (f" (as {e(report.aliases[alias])})" if alias in report.aliases else "")
+        for alias, bootstrap in report.clusters.items()
     )
+    disaster = f"<p>disaster: {e(report.disaster)}</p>" if report.disaster else ""
+    cleanup = "".join(
+        f"<h3>{e(what)}</h3><ul>{''.join(f'<li>{e(x)}</li>' for x in items)}</ul>"
+        for what, items in report.cleanup.items()
+    )
+    cleanup = f"<h2>Clean-up</h2>{cleanup}" if cleanup else ""
     verdicts = ", ".join(
         f'{e(sc.name)} <span class="{"pass" if sc.passed else "fail"}">'
         f"{'PASS' if sc.passed else 'FAIL'}</span>"
@@ -459,6 +477,7 @@ def render_html(report: DrillReport) -> str:
 clusters {clusters} ({"embedded" if report.embedded else "external"});
 topic {e(report.topic)}, {report.partitions} partitions</p>
 <p>{verdicts}</p>
+{disaster}
 <p class="note">{e(report.note)}</p>
 <h2>Summary</h2>
 {_summary_html(report)}
@@ -468,6 +487,7 @@ topic {e(report.topic)}, {report.partitions} partitions</p>
 <figure class="chart">{latency}</figure>
 <h2>Consumer groups</h2>
 <figure class="chart">{groups}</figure>
+{cleanup}
 </body>
 </html>
 """

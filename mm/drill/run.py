@@ -1,4 +1,5 @@
-"""`mm drill` on embedded clusters: a workload, the DR scenarios, the figures.
+"""`mm drill`: a workload, the DR scenarios, the figures, on embedded clusters or
+(``-c FILE``, :class:`mm.drill.external.ExternalSetup`) on the user's own.
 
 Order of events (each scenario on its own topic and groups, so one's records never
 count in another's figures):
@@ -21,6 +22,14 @@ embedded broker's durable storage (S3 on a local moto server) is slow here (mirr
 micro-batches of 1-12 s against a few hundred ms in memory), so the figures then
 measure that storage more than the mirror.
 
+On the user's clusters (``-c``) nothing of theirs is touched: the drill's topics,
+groups and aliases carry its run's mark (:mod:`mm.drill.external`), it runs no
+`mm heartbeat` (A's ``heartbeats`` topic is the user's), and the disaster is
+simulated: the drill SIGKILLs its own mirror and checkpoint jobs while its producers
+still write to A, which keeps running (failback: A never went down). On close it
+deletes everything carrying the mark on both clusters, or lists it with ``--keep``
+(:mod:`mm.drill.cleanup`).
+
 Consumers on B run at full speed so a drill stays bounded; RTO "caught up" is when
 a group has processed every record B holds.
 """
@@ -34,12 +43,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.parquet as pq
 from confluent_kafka.admin import NewTopic
 from mm_client.kafka import new_admin
 
+from mm.config import FlowConfig, MirrorConfig, load_config
+from mm.config.librdkafka import Role
 from mm.drill.accounting import (
     GroupFigures,
     LossFigures,
@@ -52,7 +63,8 @@ from mm.drill.accounting import (
     lost_ids,
     twice_bound,
 )
-from mm.drill.jobs import Job, run_command
+from mm.drill.external import DrillNames, ExternalSetup, render_properties
+from mm.drill.jobs import Job, mm_env, run_command
 from mm.drill.report import (
     DrillReport,
     GroupReport,
@@ -73,13 +85,27 @@ from mm.errors import MirrorError
 
 SCENARIOS = ("switchover", "failover", "failback")
 PARTITIONS = 6
-FLOW = "A->B"
+EMBEDDED_NAMES = DrillNames("drill", "A", "B")
 NOTE = (
     "Embedded clusters: the transactional producer commits every transaction (its commit "
     "markers leave offset gaps) but aborts none, because the embedded broker serves "
     "aborted records to read_committed readers, which Apache Kafka never does; figures "
     "count only records A acknowledged. Consumers resume on B at full speed."
 )
+EXTERNAL_NOTE = (
+    "Your clusters (-c): the drill used its own topics and groups only. The disaster was "
+    "simulated: the drill's mirror, checkpoint jobs were SIGKILLed while its producers "
+    "still wrote to A, which kept running; the loss and RPO figures measure the mirror's "
+    "lag when its jobs died, not the loss of a broker. Transactions are committed, none "
+    "aborted (as on the embedded clusters, so the figures compare). Consumers resume on B "
+    "at full speed."
+)
+DISASTERS = {
+    "freeze": "A's embedded broker frozen (SIGSTOP), resumed for failback",
+    "kill": "A's durable embedded broker killed (SIGKILL), restarted for failback",
+    "simulated": "simulated: the drill's own mirror and checkpoint jobs killed (SIGKILL); "
+    "A kept running",
+}
 
 # (speed label, seconds per record on A, stop after this share of the workload)
 GROUPS: tuple[tuple[str, float, float | None], ...] = (
@@ -94,9 +120,11 @@ class DrillOptions:
     duration: float = 20.0  # seconds of workload per scenario
     rate: float = 100.0  # records/s of the plain producer (the transactional one: half)
     scenarios: Sequence[str] = SCENARIOS
-    disaster: str = "freeze"  # or "kill" (see the module docstring)
+    disaster: str = "freeze"  # or "kill"; "simulated" with ``external`` (module docstring)
     out: Path | None = None
     progress: Callable[[str], None] = print
+    external: ExternalSetup | None = None  # -c FILE: the user's clusters, not embedded ones
+    keep: bool = False  # external: leave the drill's topics and groups for a look
 
 
 @dataclass
@@ -120,27 +148,84 @@ class Drill:
 
     def __init__(self, opts: DrillOptions, run_dir: Path) -> None:
         self.opts, self.run_dir = opts, run_dir
+        self.ext = opts.external
+        if self.ext is not None and opts.disaster != "simulated":
+            raise MirrorError(f"disaster {opts.disaster!r} on external clusters: only simulated")
+        self.names = EMBEDDED_NAMES if self.ext is None else self.ext.names
         self.logs_dir = run_dir / "logs"
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.clusters = EmbeddedClusters(run_dir / "brokers")
+        self.clusters = EmbeddedClusters(run_dir / "brokers") if self.ext is None else None
         self.series = Series()
         self.reports: list[ScenarioReport] = []
         self.jobs: list[Job] = []
         self.a = self.b = ""
         self.config = run_dir / "mm.properties"
+        self.cfg: MirrorConfig | None = None
+        self.flow: FlowConfig | None = None
+        # the derived config holds the user's MM_* overrides already
+        self.env = mm_env(overrides=self.ext is None)
+        self.cleanup: dict[str, list[str]] = {}
         self._lost_at_failover: set[RecordId] = set()
 
     # --- set-up ----------------------------------------------------------------------
     def start(self) -> None:
+        if self.ext is not None:
+            self._start_external(self.ext)
+        else:
+            self._start_embedded()
+        for name in ("mirror", "checkpoint", "heartbeat"):
+            if name == "heartbeat" and self.ext is not None:
+                continue  # it would write to A's `heartbeats` topic: the user's
+            self.jobs.append(Job(name, self.config, self.logs_dir, name, env=self.env))
+        started = ", ".join(f"mm {j.name}" for j in self.jobs)
+        self.opts.progress(f"started {started} (Spark); waiting for the mirror")
+        self._wait_mirror_ready()
+
+    def _start_external(self, ext: ExternalSetup) -> None:
+        say = self.opts.progress
+        # it holds the user's connection settings (credentials too): owner-only
+        self.config.touch(mode=0o600)
+        self.config.write_text(render_properties(ext.properties))
+        self._load_config()
+        self.a, self.b = (ext.bootstrap[ext.user_source], ext.bootstrap[ext.user_target])
+        say(
+            f"clusters (yours, from -c): {ext.user_source} {self.a} as {self.names.source}, "
+            f"{ext.user_target} {self.b} as {self.names.target}; drill topics and groups "
+            f"{self.names.prefix}-*"
+        )
+        for warning in ext.warnings:
+            say(f"warning: {warning}")
+        # the broker's default replication factor: a real cluster's, not 1
+        self._create_topics(replication_factor=-1)
+
+    def _create_topics(self, replication_factor: int) -> None:
+        admin = new_admin(self._client("source", "admin"))
+        topics = [self.names.topic(s) for s in ("switchover", "failover", "ready")]
+        new = [NewTopic(t, PARTITIONS, replication_factor) for t in topics]
+        for f in admin.create_topics(new).values():
+            f.result(30)
+
+    def _load_config(self) -> None:
+        self.cfg = load_config(self.config, env={})
+        self.flow = self.cfg.flow(self.names.source, self.names.target)
+
+    def _client(self, which: Literal["source", "target"], role: Role) -> dict[str, str]:
+        """librdkafka settings of the drill's source or target cluster for ``role``."""
+        assert self.cfg is not None, "start() loads the config"
+        alias = self.names.source if which == "source" else self.names.target
+        return dict(self.cfg.cluster(alias).librdkafka(role))
+
+    def remote(self, topic: str) -> str:
+        assert self.flow is not None, "start() loads the config"
+        return self.flow.policy().format_remote_topic(self.names.source, topic)
+
+    def _start_embedded(self) -> None:
+        assert self.clusters is not None
         say = self.opts.progress
         durable = self.opts.disaster == "kill"
         self.a = self.clusters.add("A", durable=durable).bootstrap_servers
         self.b = self.clusters.add("B").bootstrap_servers
         say(f"clusters: A {self.a}{' (durable)' if durable else ''}, B {self.b}")
-        admin = new_admin({"bootstrap.servers": self.a})
-        topics = [f"drill-{s}" for s in ("switchover", "failover")] + ["drill-ready"]
-        for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
-            f.result(30)
         self.config.write_text(
             "# written by mm drill\n"
             "clusters = A, B\n"
@@ -159,14 +244,18 @@ class Drill:
             "A->B.refresh.groups.interval.seconds = 2\n"
             f"mm.state.dir = {self.run_dir / 'state'}\n"
         )
-        for name in ("mirror", "checkpoint", "heartbeat"):
-            self.jobs.append(Job(name, self.config, self.logs_dir, name))
-        say("started mm mirror, mm checkpoint and mm heartbeat (Spark); waiting for the mirror")
-        self._wait_mirror_ready()
+        self._load_config()
+        self._create_topics(replication_factor=1)
 
     def _wait_mirror_ready(self) -> None:
-        probe = SeqProducer("ready", self.a, "drill-ready", 20.0)
-        watcher = TargetWatcher(self.b, "A.drill-ready", PARTITIONS)
+        topic = self.names.topic("ready")
+        probe = SeqProducer("ready", self._client("source", "producer"), topic, 20.0)
+        watcher = TargetWatcher(
+            self._client("target", "consumer"),
+            self.remote(topic),
+            PARTITIONS,
+            f"{self.names.prefix}-watcher",
+        )
         probe.start()
         watcher.start()
         try:
@@ -194,40 +283,76 @@ class Drill:
             job.stop()
         self.jobs = []
 
+    def kill_jobs(self) -> None:
+        for job in self.jobs:
+            job.kill()
+        self.jobs = []
+
     def close(self) -> None:
         self.stop_jobs()
-        proc = self.clusters["A"].process if "A" in self.clusters.clusters else None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)  # a frozen broker cannot stop gracefully
-        self.clusters.stop()
+        if self.clusters is not None:
+            proc = self.clusters["A"].process if "A" in self.clusters.clusters else None
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)  # a frozen broker cannot stop gracefully
+            self.clusters.stop()
+            return
+        if self.cfg is None or self.ext is None:
+            return  # nothing was created
+        from mm.drill.cleanup import clean_up, kept
+
+        admins = {
+            self.ext.user_source: self._client("source", "admin"),
+            self.ext.user_target: self._client("target", "admin"),
+        }
+        if self.opts.keep:
+            self.cleanup = kept(self.names, admins)
+        else:
+            self.cleanup = clean_up(self.names, admins)
+            # the drill's copy of the user's credentials goes with the topics
+            self.config.unlink(missing_ok=True)
 
     # --- workload --------------------------------------------------------------------
     def _workload(self, scenario: str) -> _Workload:
-        topic = f"drill-{scenario}"
+        topic = self.names.topic(scenario)
         rate = self.opts.rate
+        on_a = self._client("source", "producer")
+        txn_id = f"{self.names.prefix}-{scenario}-txn"
         producers = [
-            SeqProducer(f"{scenario}-plain", self.a, topic, rate),
+            SeqProducer(f"{scenario}-plain", on_a, topic, rate),
             # no aborted transactions on the embedded broker: it serves their records
             # to read_committed readers, so the mirror copies them (Apache Kafka does
             # not) and translations past them cannot be exact; commit markers still
             # leave offset gaps
-            SeqProducer(f"{scenario}-txn", self.a, topic, rate / 2, txn_size=5, abort_every=0),
+            SeqProducer(
+                f"{scenario}-txn",
+                on_a,
+                topic,
+                rate / 2,
+                txn_size=5,
+                abort_every=0,
+                transactional_id=txn_id,
+            ),
         ]
         logs, consumers = {}, []
         for speed, delay, stop_share in GROUPS:
-            log = GroupLog(f"drill-{scenario}-{speed}", speed)
+            log = GroupLog(self.names.group(scenario, speed), speed)
             logs[log.group] = log
             consumers.append(
                 GroupConsumer(
                     log,
                     "A",
-                    self.a,
+                    self._client("source", "consumer"),
                     topic,
                     delay=delay,
                     stop_after=None if stop_share is None else stop_share * self.opts.duration,
                 )
             )
-        watcher = TargetWatcher(self.b, f"A.{topic}", PARTITIONS)
+        watcher = TargetWatcher(
+            self._client("target", "consumer"),
+            self.remote(topic),
+            PARTITIONS,
+            f"{self.names.prefix}-watcher",
+        )
         w = _Workload(topic, producers, logs, consumers, watcher)
         for t in (*producers, *consumers, watcher):
             t.start()
@@ -256,7 +381,9 @@ class Drill:
                 self.series.positions.setdefault(log.group, []).append((now, cluster, n))
 
     def _consume_on_b(self, w: _Workload) -> list[GroupConsumer]:
-        consumers = [GroupConsumer(log, "B", self.b, f"A.{w.topic}") for log in w.logs.values()]
+        on_b = self._client("target", "consumer")
+        remote = self.remote(w.topic)
+        consumers = [GroupConsumer(log, "B", on_b, remote) for log in w.logs.values()]
         for c in consumers:
             c.start()
         return consumers
@@ -360,14 +487,15 @@ class Drill:
             self.logs_dir,
             "switchover",
             "--flow",
-            FLOW,
+            self.names.flow,
             "--groups",
-            "drill-switchover-.*",
+            self.names.groups_regex("switchover"),
             "--settle",
             "2",
             "--timeout",
             "180",
             "--json",
+            env=self.env,
         )
         moved_at = time.time()
         doc = res.json()
@@ -396,34 +524,35 @@ class Drill:
 
     def failover(self) -> ScenarioReport:
         say = self.opts.progress
-        say(f"failover: workload on A for {self.opts.duration:.0f}s, then A is killed")
+        what = "the mirror jobs are killed" if self.ext is not None else "A is killed"
+        say(f"failover: workload on A for {self.opts.duration:.0f}s, then {what}")
         w = self._workload("failover")
         self._run_for(w, self.opts.duration, "failover")
-        proc = self.clusters["A"].process
-        if proc is None:
-            raise MirrorError("cluster A is not running")
-        if self.opts.disaster == "kill":
-            proc.kill()
+        if self.ext is not None:
+            # never a broker of the user's: the drill's own jobs die, mid-batch, while
+            # its producers still write to A; from then on A's records never reach B
+            self.kill_jobs()
+            at = time.time()
+            self.series.events.append((at, "disaster (simulated)"))
+            say("failover: mirror jobs killed (SIGKILL); stopping the producers and consumers")
+            self._stop_workload(w, crash=True)
         else:
-            proc.send_signal(signal.SIGSTOP)
-        at = time.time()
-        self.series.events.append((at, "disaster"))
-        how = "killed (SIGKILL)" if self.opts.disaster == "kill" else "frozen (SIGSTOP)"
-        say(f"failover: A {how}; stopping the producers, consumers and mirror jobs")
-        self._stop_workload(w, crash=True)
-        # an operator stops the A->B jobs at failover: once A is back, nothing it holds
-        # past the failover point may reach B
-        self.stop_jobs()
+            at = self._fail_a()
+            self._stop_workload(w, crash=True)
+            # an operator stops the A->B jobs at failover: once A is back, nothing it
+            # holds past the failover point may reach B
+            self.stop_jobs()
         time.sleep(1.0)  # the watcher reads the last of what B holds
         res = run_command(
             self.config,
             self.logs_dir,
             "failover",
             "--flow",
-            FLOW,
+            self.names.flow,
             "--groups",
-            "drill-failover-.*",
+            self.names.groups_regex("failover"),
             "--json",
+            env=self.env,
         )
         moved_at = time.time()
         self.series.events.append((moved_at, "failover"))
@@ -471,7 +600,12 @@ class Drill:
     def failback(self) -> ScenarioReport:
         say = self.opts.progress
         at = time.time()
-        if self.opts.disaster == "kill":
+        if self.clusters is None:
+            say(
+                "failback: A never went down; mm failback quarantines what it holds past "
+                "the failover point"
+            )
+        elif self.opts.disaster == "kill":
             say("failback: restarting A (durable storage keeps what it acknowledged)")
             self.clusters["A"].restart()
         else:
@@ -487,10 +621,11 @@ class Drill:
             self.logs_dir,
             "failback",
             "--flow",
-            FLOW,
+            self.names.flow,
             "--quarantine-dir",
             str(quarantine),
             "--json",
+            env=self.env,
         )
         doc = res.json()
         say(f"failback: mm failback exited {res.returncode} after {res.seconds:.1f}s")
@@ -521,6 +656,22 @@ class Drill:
             quarantined_records=_divergent(doc),
         )
 
+    def _fail_a(self) -> float:
+        """The embedded disaster: A's broker frozen or killed; returns when."""
+        assert self.clusters is not None
+        proc = self.clusters["A"].process
+        if proc is None:
+            raise MirrorError("cluster A is not running")
+        if self.opts.disaster == "kill":
+            proc.kill()
+        else:
+            proc.send_signal(signal.SIGSTOP)
+        at = time.time()
+        self.series.events.append((at, "disaster"))
+        how = "killed (SIGKILL)" if self.opts.disaster == "kill" else "frozen (SIGSTOP)"
+        self.opts.progress(f"failover: A {how}; stopping the producers, consumers and mirror jobs")
+        return at
+
     # --- whole drill -----------------------------------------------------------------
     def run(self) -> DrillReport:
         started = datetime.now(UTC)
@@ -532,16 +683,21 @@ class Drill:
             report = getattr(self, name)()
             self.reports.append(report)
             self.opts.progress(f"{name}: {'PASS' if report.passed else 'FAIL'}")
+        ext = self.ext
         return DrillReport(
             started_at=started.isoformat(timespec="seconds"),
             duration_s=round(time.monotonic() - t0, 1),
-            clusters={"A": self.a, "B": self.b},
-            embedded=True,
-            topic=", ".join(f"drill-{s}" for s in self.opts.scenarios if s != "failback"),
+            clusters={"A": self.a, "B": self.b} if ext is None else dict(ext.bootstrap),
+            embedded=ext is None,
+            topic=", ".join(self.names.topic(s) for s in self.opts.scenarios if s != "failback"),
             partitions=PARTITIONS,
-            note=NOTE,
+            note=NOTE if ext is None else EXTERNAL_NOTE,
             scenarios=self.reports,
             series=self.series,
+            disaster=DISASTERS[self.opts.disaster],
+            aliases={}
+            if ext is None
+            else {ext.user_source: self.names.source, ext.user_target: self.names.target},
         )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,16 +50,18 @@ class SeqProducer(threading.Thread):
     def __init__(
         self,
         name: str,
-        bootstrap: str,
+        client: Mapping[str, str],
         topic: str,
         rate: float,
         *,
         txn_size: int = 0,
         abort_every: int = 4,
+        transactional_id: str | None = None,
     ) -> None:
         super().__init__(name=f"drill-producer-{name}", daemon=True)
-        self.producer_id, self.bootstrap, self.topic, self.rate = name, bootstrap, topic, rate
+        self.producer_id, self.client, self.topic, self.rate = name, client, topic, rate
         self.txn_size, self.abort_every = txn_size, abort_every
+        self.transactional_id = transactional_id or f"drill-{name}"
         self.acked: dict[RecordId, float] = {}
         self.aborted = 0
         self.error: str | None = None
@@ -82,14 +84,14 @@ class SeqProducer(threading.Thread):
 
     def run(self) -> None:
         conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
+            **self.client,
             "linger.ms": 5,
             # a dead cluster: give up on a record within seconds, not the default 5 min
             "message.timeout.ms": 5000,
             **_SILENT,
         }
         if self.txn_size:
-            conf["transactional.id"] = f"drill-{self.producer_id}"
+            conf["transactional.id"] = self.transactional_id
             conf["transaction.timeout.ms"] = 10_000
         producer = new_producer(conf)
         try:
@@ -182,7 +184,7 @@ class GroupConsumer(threading.Thread):
         self,
         log: GroupLog,
         cluster: str,
-        bootstrap: str,
+        client: Mapping[str, str],
         topic: str,
         *,
         delay: float = 0.0,
@@ -190,7 +192,7 @@ class GroupConsumer(threading.Thread):
         commit_every: float = 0.5,
     ) -> None:
         super().__init__(name=f"drill-{log.group}-{cluster}", daemon=True)
-        self.log, self.cluster, self.bootstrap, self.topic = log, cluster, bootstrap, topic
+        self.log, self.cluster, self.client, self.topic = log, cluster, client, topic
         self.delay, self.stop_after, self.commit_every = delay, stop_after, commit_every
         self.error: str | None = None
         self.first_at: float | None = None
@@ -206,7 +208,7 @@ class GroupConsumer(threading.Thread):
     def run(self) -> None:
         consumer = new_consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.client,
                 "group.id": self.log.group,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -275,9 +277,15 @@ class TargetWatcher(threading.Thread):
     """Reads a mirrored topic on B (read_committed) as records arrive: which records B
     holds and, per record, the replication latency (readable on B minus produced)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(
+        self,
+        client: Mapping[str, str],
+        topic: str,
+        partitions: int,
+        group: str = "mm-drill-watcher",
+    ) -> None:
         super().__init__(name=f"drill-watch-{topic}", daemon=True)
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.client, self.topic, self.partitions, self.group = client, topic, partitions, group
         self.seen: dict[RecordId, tuple[int, int]] = {}  # -> (partition, offset on B)
         self.latency: list[tuple[float, float]] = []  # (arrival time, ms)
         self._halt = threading.Event()
@@ -293,8 +301,9 @@ class TargetWatcher(threading.Thread):
     def run(self) -> None:
         consumer = new_consumer(
             {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": "mm-drill-watcher",
+                **self.client,
+                # assigned, never committed: no group is created, but librdkafka wants one
+                "group.id": self.group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "fetch.wait.max.ms": 50,
