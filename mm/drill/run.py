@@ -47,6 +47,8 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 from confluent_kafka.admin import NewTopic
+from mm_client.checkpoints_reader import read_checkpoints
+from mm_client.cluster_errors import CheckpointsUnavailableError
 from mm_client.kafka import new_admin
 
 from mm.config import FlowConfig, MirrorConfig, load_config
@@ -85,6 +87,7 @@ from mm.errors import MirrorError
 
 SCENARIOS = ("switchover", "failover", "failback")
 PARTITIONS = 6
+CHECKPOINT_WAIT_S = 120.0
 EMBEDDED_NAMES = DrillNames("drill", "A", "B")
 NOTE = (
     "Embedded clusters: the transactional producer commits every transaction (its commit "
@@ -409,6 +412,31 @@ class Drill:
             c.join(30)
         return caught
 
+    def _until_checkpointed(self, w: _Workload, scenario: str, timeout: float) -> None:
+        """Runs the workload on until B holds a checkpoint of every group: on a loaded
+        machine the checkpoint job can lag the whole workload, and a failover without
+        checkpoints measures nothing. After ``timeout`` the failover goes on anyway."""
+        deadline = time.monotonic() + timeout
+        # a group that stopped half-way may have stopped before the job first saw it
+        running = {g for g, log in w.logs.items() if log.speed != "stopped"}
+        missing = running
+        while time.monotonic() < deadline:
+            try:
+                snap = read_checkpoints(
+                    self._client("target", "consumer"),
+                    self.names.source,
+                    self.names.groups_regex(scenario),
+                    10.0,
+                    replication_policy=self.flow.policy() if self.flow else None,
+                )
+                missing = running - set(snap.groups)
+            except CheckpointsUnavailableError:
+                pass  # no checkpoints topic yet: the job has not emitted any
+            if not missing:
+                return
+            self._run_for(w, 2.0, f"{scenario}: waiting for checkpoints of {len(missing)} groups")
+        self.opts.progress(f"{scenario}: no checkpoints of {', '.join(sorted(missing))} yet")
+
     def _stop_workload(self, w: _Workload, *, crash: bool = False) -> None:
         """Stop producers and consumers on A; ``crash``: as their cluster died under
         them (no last commit, no wait for a close the dead cluster cannot answer)."""
@@ -528,6 +556,7 @@ class Drill:
         say(f"failover: workload on A for {self.opts.duration:.0f}s, then {what}")
         w = self._workload("failover")
         self._run_for(w, self.opts.duration, "failover")
+        self._until_checkpointed(w, "failover", CHECKPOINT_WAIT_S)
         if self.ext is not None:
             # never a broker of the user's: the drill's own jobs die, mid-batch, while
             # its producers still write to A; from then on A's records never reach B

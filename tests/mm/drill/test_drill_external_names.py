@@ -190,3 +190,37 @@ def test_cleanup_plan_takes_only_the_runs_names() -> None:
     }
     with pytest.raises(ValueError):
         cleanup_plan(DrillNames("drill", "A", "B"), {}, {})
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--disaster", "freeze"], "never stops a broker it did not start"),
+        (["--flow", "A->C"], "one of the configured flows"),
+        (["--flow", "B->A"], "share bootstrap servers"),
+    ],
+)
+def test_drill_c_refuses_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    from mm.cli import main
+
+    config = tmp_path / "mm.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = a:9092\n"
+        "A->B.enabled = true\nB->A.enabled = false\n"
+    )
+    out = tmp_path / "out"
+    assert main(["drill", "-c", str(config), "--out", str(out), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # refused before anything was created
+
+
+@pytest.mark.parametrize("extra", [["--keep"], ["--flow", "A->B"], ["--disaster", "simulated"]])
+def test_drill_without_c_refuses_its_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    from mm.cli import main
+
+    assert main(["drill", "--out", str(tmp_path / "out"), *extra]) == 2
+    assert "-c" in capsys.readouterr().err
