@@ -488,6 +488,8 @@ class Drill:
             "failback",
             "--flow",
             FLOW,
+            # step 1 only: the drill enables no reverse flow B->A
+            "--quarantine-only",
             "--quarantine-dir",
             str(quarantine),
             "--json",
