@@ -1,11 +1,24 @@
-"""Failback, first step: find the divergence on the old primary and quarantine it.
+"""`mm failback`'s reads and writes (decisions: mm.dr.divergence, mm.dr.failback).
 
-Reads the newest failover point of the flow from the target (B), the source's (A)
-end offsets now, and every committed record of A from the failover point to that
-end, with the raw log reader and Kafka's read_committed rule (PLAINTEXT only, as
-`mm verify`). Unless it is a dry run, the records are written to Parquet files
-before anything else happens: one file per partition under the quarantine
-directory, columns ``topic, partition, offset, timestamp, key, value, headers``.
+Step 1, the divergence: reads the newest failover point of the flow from the
+target (B), the source's (A) end offsets now, and every committed record of A from
+the failover point to that end, with the raw log reader and Kafka's read_committed
+rule (PLAINTEXT only, as `mm verify`). Unless it is a dry run, the records are
+written to Parquet files before anything else happens: one file per partition
+under the quarantine directory, columns ``topic, partition, offset, timestamp,
+key, value, headers``.
+
+Step 2, the reverse flow B->A (enabled in the config, never invented here): its
+mirror runs once in this process (:func:`mm.source.job.run_mirror`, as
+``mm mirror --once``), or, when a mirror of B->A holds the flow's state lock, that
+mirror is waited for; then B's ends are compared with its position.
+
+Step 3, the groups: every tracked group on B with offsets on either flow's topics
+(A's copies, B's own topics). The offset syncs of both flows are read raw from
+their topics (:func:`mm.verify.reads.read_syncs`) with each mirror's position and
+last transaction's syncs from its state group, and each offset is translated
+(:mod:`mm.dr.failback`). A group is committed on A by :func:`mm.dr.groups.move_groups`
+(idle on A only) when it is idle on B and every partition translated exactly.
 """
 
 from __future__ import annotations

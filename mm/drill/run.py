@@ -11,8 +11,9 @@ count in another's figures):
    the mirror jobs are stopped (as an operator would, so nothing from A reaches B
    once it is back), `mm failover` moves the groups from B's checkpoints, they
    resume on B;
-4. **failback**: A back; `mm failback` quarantines what A holds past the failover
-   point. Moving the groups back to A is not built yet: the report says so.
+4. **failback**: A back; `mm failback --quarantine-only` quarantines what A holds
+   past the failover point. The drill enables no reverse flow B->A, so its groups
+   are not moved back to A: the report says so.
 
 The disaster: ``freeze`` (the default) stops A's broker with SIGSTOP, and failback
 resumes it (SIGCONT): to every client a frozen broker is a dead host, and A comes
@@ -508,7 +509,8 @@ class Drill:
                 "quarantine"
             )
         reasons.append(
-            "groups back on A: not built yet (docs/dr-runbook.md, failback steps 2-3 are manual)"
+            "groups back on A: not rehearsed (the drill runs `mm failback --quarantine-only`: "
+            "it enables no reverse flow B->A)"
         )
         return ScenarioReport(
             "failback",
