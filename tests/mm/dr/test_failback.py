@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mm.checkpoint.store import PartitionHistory
+from mm.config import MirrorConfig
 from mm.dr.failback import (
     LOCAL,
     REMOTE,
@@ -173,3 +174,32 @@ def test_not_exact_counts_an_inexact_answer() -> None:
 def test_identity_overlap() -> None:
     assert identity_overlap(["A.orders"], ["orders", "payments"]) == []
     assert identity_overlap(["orders", "x"], ["orders", "payments"]) == ["orders"]
+
+
+def _cfg(extra: str) -> MirrorConfig:
+    from mm.config.loader import build_config
+    from mm.config.properties import parse_properties
+
+    text = (
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "A->B.enabled = true\n" + extra
+    )
+    return build_config(parse_properties(text))
+
+
+@pytest.mark.parametrize("extra", ["", "B->A.enabled = false\n"])
+def test_the_reverse_flow_must_be_enabled(extra: str) -> None:
+    from mm.dr.failback_run import reverse_flow
+    from mm.errors import ConfigError
+
+    cfg = _cfg(extra)
+    with pytest.raises(ConfigError, match=r"B->A\.enabled.*--quarantine-only"):
+        reverse_flow(cfg, cfg.flow("A", "B"))
+
+
+def test_the_reverse_flow_as_configured() -> None:
+    from mm.dr.failback_run import reverse_flow
+
+    cfg = _cfg("B->A.enabled = true\nB->A.topics = orders\n")
+    rev = reverse_flow(cfg, cfg.flow("A", "B"))
+    assert (rev.name, rev.topics) == ("B->A", ("orders",))
