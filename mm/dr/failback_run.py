@@ -305,7 +305,10 @@ class _Back:
         how far it got against B's ends."""
         started = time.monotonic()
         rev = Reverse(self.rev.name, "dry run: nothing mirrored")
-        if not dry_run:
+        if not self.rf.keys:
+            # no Spark run for nothing: B has no topic the reverse flow mirrors
+            rev.how = f"nothing to mirror: {self.rev.name} selects no topic of {self.flow.target}"
+        elif not dry_run:
             if _flow_locked(self.cfg, self.rev):
                 rev.how = "waited for the running mirror"
                 deadline = started + self.timeout
