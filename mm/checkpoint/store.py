@@ -150,6 +150,22 @@ class PartitionHistory:
         k = bisect_right([u for u, _ in self.pending], newest[0] if newest else -1)
         return self.pending[k:], k > 0 and self.pending[k - 1] == newest
 
+    def all_syncs(self) -> tuple[list[int], list[int], list[bool], list[bool]]:
+        """Every known sync, the pending tail included: (upstreams, downstreams,
+        txn_first, complete), as :meth:`lookup` reads them (failback reads them
+        backwards, from a target offset)."""
+        tail, joined = self._tail()
+        ups, downs = list(self.upstreams), list(self.downstreams)
+        first, complete = list(self.txn_first), list(self.complete)
+        for k, (u, d) in enumerate(tail):
+            ups.append(u)
+            downs.append(d)
+            # tail[0] opens the pending transaction unless the newest topic sync is
+            # in it; the interval before it is known only when it is
+            first.append(k == 0 and not joined)
+            complete.append(k > 0 or joined or not self.upstreams)
+        return ups, downs, first, complete
+
     def translate(self, upstream: int) -> int | None:
         t = self.lookup(upstream)
         return None if t is None else t.offset

@@ -47,6 +47,13 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    value = float(raw.strip())
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(raw)
+    return value
+
+
 def _retention_ms(raw: str) -> int:
     value = int(raw.strip())
     if value < -1 or value == 0:
@@ -111,6 +118,14 @@ _SETTINGS = (
         _positive_int,
         "a positive whole number of threads",
         "ranges one Spark task copies at once",
+    ),
+    Setting(
+        "mirror.task.continue.seconds",
+        1.0,
+        _non_negative_float,
+        "a number of seconds, 0 or more",
+        "a continuous mirror's task keeps copying new records this long after it "
+        "started (0: it stops at its planned ends)",
     ),
     Setting(
         "mirror.pool.max.clients",

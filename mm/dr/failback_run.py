@@ -1,32 +1,83 @@
-"""Failback, first step: find the divergence on the old primary and quarantine it.
+"""`mm failback`'s reads and writes (decisions: mm.dr.divergence, mm.dr.failback).
 
-Reads the newest failover point of the flow from the target (B), the source's (A)
-end offsets now, and every committed record of A from the failover point to that
-end, with the raw log reader and Kafka's read_committed rule (PLAINTEXT only, as
-`mm verify`). Unless it is a dry run, the records are written to Parquet files
-before anything else happens: one file per partition under the quarantine
-directory, columns ``topic, partition, offset, timestamp, key, value, headers``.
+Step 1, the divergence: reads the newest failover point of the flow from the
+target (B), the source's (A) end offsets now, and every committed record of A from
+the failover point to that end, with the raw log reader and Kafka's read_committed
+rule (PLAINTEXT only, as `mm verify`). Unless it is a dry run, the records are
+written to Parquet files before anything else happens: one file per partition
+under the quarantine directory, columns ``topic, partition, offset, timestamp,
+key, value, headers``.
+
+Step 2, the reverse flow B->A (enabled in the config, never invented here): its
+mirror runs once in this process (:func:`mm.source.job.run_mirror`, as
+``mm mirror --once``), or, when a mirror of B->A holds the flow's state lock, that
+mirror is waited for; then B's ends are compared with its position.
+
+Step 3, the groups: every tracked group on B with offsets on either flow's topics
+(A's copies, B's own topics). The offset syncs of both flows are read raw from
+their topics (:func:`mm.verify.reads.read_syncs`) with each mirror's position and
+last transaction's syncs from its state group, and each offset is translated
+(:mod:`mm.dr.failback`). A group is committed on A by :func:`mm.dr.groups.move_groups`
+(idle on A only) when it is idle on B and every partition translated exactly.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
+from mm.checkpoint.emitter import tracked_group
+from mm.checkpoint.rules import group_is_idle
+from mm.checkpoint.store import PartitionHistory
 from mm.config import FlowConfig, MirrorConfig
 from mm.dr.divergence import DivergenceReport, PartitionDivergence, plan_divergence
+from mm.dr.failback import (
+    AFTER_STEP_2,
+    LOCAL,
+    NOT_EXACT,
+    REMOTE,
+    Back,
+    FailbackReport,
+    Key,
+    Reverse,
+    ReversePartition,
+    forward_offset,
+    history,
+    identity_overlap,
+    inverse_from_history,
+    not_exact,
+    plan_group,
+    translations,
+)
+from mm.dr.failover_point import FailoverPoint
 from mm.dr.failover_point_run import newest_point
-from mm.errors import MirrorError
+from mm.dr.groups import DRY_RUN, FAILED, REFUSED, UNCHANGED, TargetGroups, move_groups
+from mm.dr.switchover_run import FlowReads
+from mm.errors import ConfigError, MirrorError
 from mm.kafka.rawlog import Connection, ScanStats, scan_committed
+from mm.source.runtime import offset_syncs_topic, state_group
 from mm.verify import reads
 
 _ROW_GROUP = 10_000
+_PAGE_BYTES = 4 << 20  # offset-syncs reads, as `mm verify`
 
 
 def quarantine_dir(cfg: MirrorConfig, flow: FlowConfig) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return Path(cfg.state_dir) / "failback" / f"{flow.source}-{flow.target}" / stamp
+
+
+def failover_point_of(cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> FailoverPoint:
+    """The newest failover point of ``flow``; MirrorError when none was recorded."""
+    point = newest_point(cfg.cluster(flow.target).librdkafka("consumer"), flow, timeout)
+    if point is None:
+        raise MirrorError(
+            f"no failover point of {flow.name} is recorded on {flow.target}: `mm failover` "
+            "records one when consumers move; without it the divergence cannot be told"
+        )
+    return point
 
 
 def find_divergence(
@@ -36,19 +87,17 @@ def find_divergence(
     dry_run: bool,
     timeout: float,
     out_dir: Path | None = None,
+    point: FailoverPoint | None = None,
 ) -> DivergenceReport:
     """The divergence per partition; records written under ``out_dir`` unless ``dry_run``.
 
+    ``point``: the failover point (default: read with :func:`failover_point_of`).
     Raises MirrorError when no failover point was recorded for ``flow``.
     """
-    source, target = cfg.cluster(flow.source), cfg.cluster(flow.target)
+    source = cfg.cluster(flow.source)
     reads.require_plaintext(source)
-    point = newest_point(target.librdkafka("consumer"), flow, timeout)
     if point is None:
-        raise MirrorError(
-            f"no failover point of {flow.name} is recorded on {flow.target}: `mm failover` "
-            "records one when consumers move; without it the divergence cannot be told"
-        )
+        point = failover_point_of(cfg, flow, timeout)
     keys = [(p.topic, p.partition) for p in point.partitions]
     bounds = reads.log_bounds(source.librdkafka("consumer"), keys, timeout)
     report = plan_divergence(point, {k: hi for k, (_lo, hi) in bounds.items()}, dry_run)
@@ -142,3 +191,349 @@ def _schema() -> Any:
             ("headers", pa.list_(header)),
         ]
     )
+
+
+# --- steps 2 and 3: the reverse mirror, then the groups back ----------------------------
+
+
+def reverse_flow(cfg: MirrorConfig, flow: FlowConfig) -> FlowConfig:
+    """The enabled flow B->A of ``flow`` A->B; ConfigError (exit 2) otherwise.
+
+    Never enabled behind the operator's back: its topic filter decides what of B
+    is copied to A, and its mirror keeps running after the failback.
+    """
+    key = f"{flow.target}->{flow.source}.enabled"
+    try:
+        rev = cfg.flow(flow.target, flow.source)
+    except KeyError:
+        rev = None
+    if rev is None or not rev.enabled:
+        raise ConfigError(
+            key,
+            None if rev is None else "false",
+            f"true: `mm failback` mirrors what was written on {flow.target} since the "
+            f"failover back to {flow.source} with the flow {flow.target}->{flow.source} "
+            f"(choose what with {flow.target}->{flow.source}.topics); or pass "
+            "--quarantine-only to run step 1 alone",
+        )
+    return rev
+
+
+def run_failback(
+    cfg: MirrorConfig,
+    flow: FlowConfig,
+    *,
+    groups: re.Pattern[str] | None,
+    dry_run: bool,
+    timeout: float,
+    out_dir: Path | None = None,
+    quarantine_only: bool = False,
+) -> FailbackReport:
+    """Steps 1-3 of failing ``flow`` (A->B) back: quarantine, mirror B->A, groups back.
+
+    Configuration problems (no enabled B->A, the identity-policy overlap) raise
+    ConfigError before anything is read or written on A.
+    """
+    rev = None if quarantine_only else reverse_flow(cfg, flow)
+    point = failover_point_of(cfg, flow, timeout)
+    back = None if rev is None else _Back(cfg, flow, rev, point, timeout)
+    divergence = find_divergence(
+        cfg, flow, dry_run=dry_run, timeout=timeout, out_dir=out_dir, point=point
+    )
+    report = FailbackReport(flow.name, None if rev is None else rev.name, dry_run, divergence)
+    if back is None:
+        return report
+    if divergence.behind:
+        report.problems.append(
+            f"{flow.source} ends below the failover point on {len(divergence.behind)} "
+            "partition(s): nothing mirrored back, no group moved"
+        )
+        return report
+    report.reverse = back.catch_up(dry_run)
+    if report.reverse.errors:
+        report.problems += report.reverse.errors
+    elif report.reverse.unmirrored and not dry_run:
+        report.problems.append(
+            f"{back.rev.name} is {report.reverse.unmirrored} offsets behind {flow.target}'s "
+            "ends after catching up: producers still write there? Stop them and run "
+            "`mm failback` again"
+        )
+    back.groups_back(report, groups, dry_run)
+    return report
+
+
+class _Back:
+    """Reads and writes of steps 2 and 3 for A->B (``flow``) and B->A (``rev``)."""
+
+    def __init__(
+        self,
+        cfg: MirrorConfig,
+        flow: FlowConfig,
+        rev: FlowConfig,
+        point: FailoverPoint,
+        timeout: float,
+    ) -> None:
+        self.cfg, self.flow, self.rev, self.point, self.timeout = cfg, flow, rev, point, timeout
+        # the reverse flow's view of B: topics it mirrors, their names on A, B's ends
+        self.rf = FlowReads(cfg, rev, timeout)
+        self.a_admin = cfg.cluster(flow.source).librdkafka("admin")
+        self.b_admin = cfg.cluster(flow.target).librdkafka("admin")
+        # topic on B -> (kind, topic on A)
+        # the failover point's mirror position per source partition of A
+        self.positions = {(p.topic, p.partition): p.mirrored_to for p in point.partitions}
+        self.routes: dict[str, tuple[str, str]] = {
+            p.target_topic: (REMOTE, p.topic) for p in point.partitions
+        }
+        local = {
+            t: tt for t, tt in self.rf.remote.items() if not rev.policy().is_heartbeats_topic(t)
+        }
+        overlap = identity_overlap(self.routes, local)
+        if overlap:
+            raise ConfigError(
+                f"{rev.name}.topics",
+                ",".join(rev.topics),
+                f"a filter that leaves out {', '.join(overlap)}: on {flow.target} these hold "
+                f"{flow.source}'s records under the same names (identity replication policy), "
+                f"and mirroring them back would append them to {flow.source}'s own topics "
+                "after the divergent records (docs/dr-runbook.md, the identity policy)",
+            )
+        self.routes |= {t: (LOCAL, tt) for t, tt in local.items()}
+
+    # --- step 2 ---------------------------------------------------------------------
+    def catch_up(self, dry_run: bool) -> Reverse:
+        """Run the reverse flow's mirror once (or wait for the one running) and read
+        how far it got against B's ends."""
+        started = time.monotonic()
+        rev = Reverse(self.rev.name, "dry run: nothing mirrored")
+        if not self.rf.keys:
+            # no Spark run for nothing: B has no topic the reverse flow mirrors
+            rev.how = f"nothing to mirror: {self.rev.name} selects no topic of {self.flow.target}"
+        elif not dry_run:
+            if _flow_locked(self.cfg, self.rev):
+                rev.how = "waited for the running mirror"
+                deadline = started + self.timeout
+                while self._unmirrored() and time.monotonic() < deadline:
+                    time.sleep(1.0)
+            else:
+                rev.how = "mirrored once"
+                rev.errors = _mirror_once(self.cfg, self.rev)
+        rev.seconds = time.monotonic() - started
+        ends, positions = self.rf.ends(), self.rf.positions()
+        rev.partitions = [
+            ReversePartition(t, p, self.rf.remote[t], ends.get((t, p), 0), positions.get((t, p)))
+            for t, p in self.rf.keys
+        ]
+        return rev
+
+    def _unmirrored(self) -> bool:
+        ends, positions = self.rf.ends(), self.rf.positions()
+        return any(positions.get(k, 0) < e for k, e in ends.items())
+
+    # --- step 3 ---------------------------------------------------------------------
+    def groups_back(
+        self, report: FailbackReport, selected: re.Pattern[str] | None, dry_run: bool
+    ) -> None:
+        on_b = TargetGroups(self.b_admin, self.timeout)
+        names = self._groups(selected)
+        committed = on_b.committed(names)
+        offsets: dict[str, dict[Key, int]] = {}
+        for g in names:
+            got = committed[g]
+            if isinstance(got, Exception):
+                report.group_status[g] = FAILED
+                report.problems.append(f"group {g!r}: {got}")
+                continue
+            mine = {k: o for k, o in got.items() if k[0] in self.routes}
+            if mine:
+                offsets[g] = mine
+        if not offsets:
+            if selected is not None and not report.group_status:
+                report.problems.append(
+                    f"no group matching {selected.pattern!r} has offsets on {self.flow.target} "
+                    f"for the topics of {self.flow.name} or {self.rev.name}"
+                )
+            return
+        histories = self._histories()
+        described = on_b.describe(sorted(offsets))
+        before_a = TargetGroups(self.a_admin, self.timeout).committed(sorted(offsets))
+        todo: dict[str, dict[Key, tuple[int, int | None]]] = {}
+        for g, offs in sorted(offsets.items()):
+            rows = plan_group(g, offs, self.routes, lambda *a: self._answer(histories, dry_run, *a))
+            was = before_a[g]
+            for r in rows:
+                r.before = None if isinstance(was, Exception) else was.get((r.topic, r.partition))
+            report.rows += rows
+            state = described[g]
+            if isinstance(state, Exception) or not group_is_idle(state[0]):
+                why = state if isinstance(state, Exception) else f"state {state[0]}"
+                report.group_status[g] = REFUSED
+                for r in rows:
+                    r.note = REFUSED
+                report.problems.append(
+                    f"group {g!r} is not idle on {self.flow.target} ({why}): its offsets there "
+                    "may still move; stop its consumers there and retry. Nothing was committed "
+                    f"on {self.flow.source}"
+                )
+                continue
+            bad = [r for r in not_exact(rows) if not (dry_run and r.how == AFTER_STEP_2)]
+            if bad:
+                report.group_status[g] = NOT_EXACT
+                for r in rows:
+                    r.note = NOT_EXACT if r in bad else "not moved"
+                report.problems.append(
+                    f"group {g!r} not moved: no exact offset on {self.flow.source} for "
+                    + ", ".join(
+                        f"{r.from_topic}[{r.partition}]@{r.from_offset} ({r.how})" for r in bad
+                    )
+                )
+                continue
+            todo[g] = translations(r for r in rows if r.after is not None)
+            for r in rows:
+                if r.after is None:
+                    r.note = AFTER_STEP_2
+        results = move_groups(self.a_admin, self.flow.source, todo, dry_run, self.timeout)
+        for g, result in results.items():
+            notes = {(x.topic, x.partition): x for x in result.rows}
+            for r in report.rows:
+                x = notes.get((r.topic, r.partition)) if r.group == g else None
+                if x is not None:
+                    r.before, r.note = x.before, x.note
+            waits = any(r.note == AFTER_STEP_2 for r in report.rows if r.group == g)
+            # a dry run has not mirrored yet: the group still moves once it has
+            report.group_status[g] = (
+                DRY_RUN if waits and result.status == UNCHANGED else result.status
+            )
+            if result.message:
+                report.problems.append(result.message)
+
+    def _groups(self, selected: re.Pattern[str] | None) -> list[str]:
+        """Groups on B the flow tracks (its groups filters, never ``__*``), matching
+        ``selected`` (whole name)."""
+        from mm_client.kafka import new_admin
+        from mm_client.kafka.errors import wrap
+
+        admin = new_admin(self.b_admin)
+        try:
+            res = admin.list_consumer_groups(request_timeout=self.timeout).result(self.timeout + 5)
+        except Exception as exc:
+            raise wrap(exc, f"list consumer groups on {self.flow.target}") from exc
+        return sorted(
+            g.group_id
+            for g in res.valid
+            if tracked_group(self.flow, g.group_id)
+            and (selected is None or selected.fullmatch(g.group_id))
+        )
+
+    def _histories(self) -> dict[str, dict[Key, PartitionHistory]]:
+        """Offset syncs per partition of both flows (keyed by their source topic), with
+        each mirror's pending syncs and position."""
+        return {
+            REMOTE: _flow_histories(
+                self.cfg, self.flow, {p.topic for p in self.point.partitions}, self.timeout
+            ),
+            LOCAL: _flow_histories(self.cfg, self.rev, set(self.rf.remote), self.timeout),
+        }
+
+    def _answer(
+        self,
+        histories: dict[str, dict[Key, PartitionHistory]],
+        dry_run: bool,
+        kind: str,
+        topic: str,
+        partition: int,
+        offset: int,
+    ) -> Back:
+        if kind == LOCAL:
+            got = forward_offset(histories[LOCAL].get((topic, partition)), offset)
+            if dry_run and got.offset is None and not self._mirrored(topic, partition, offset):
+                return Back(None, True, AFTER_STEP_2)
+            return got
+        a_topic = self.routes[topic][1]
+        h = histories[REMOTE].get((a_topic, partition))
+        at = self.positions.get((a_topic, partition))
+        written_after = False
+        if h is not None:
+            downs = h.all_syncs()[1]
+            if downs and offset > downs[-1] + 1:
+                # only markers may lie between the last copy and the group's offset
+                written_after = self._written(topic, partition, downs[-1] + 1, offset)
+        return inverse_from_history(h, offset, at, written_after)
+
+    def _mirrored(self, topic: str, partition: int, offset: int) -> bool:
+        pos = self.rf.positions().get((topic, partition))
+        return pos is not None and offset <= pos
+
+    def _written(self, topic: str, partition: int, start: int, end: int) -> bool:
+        """A committed record on B's ``topic[partition]`` in ``[start, end)``."""
+        meta = reads.cluster_meta(self.b_admin, f"cluster {self.flow.target}", self.timeout)
+        address = meta.leader(topic, partition, f"cluster {self.flow.target}")
+        with Connection(address, self.timeout, client_id="mm-failback") as conn:
+            for _r in scan_committed(
+                conn, topic, partition, start, end, ScanStats(), timeout=self.timeout
+            ):
+                return True
+        return False
+
+
+def _flow_histories(
+    cfg: MirrorConfig, flow: FlowConfig, topics: set[str], timeout: float
+) -> dict[Key, PartitionHistory]:
+    """``flow``'s offset syncs of ``topics`` per source partition, as the checkpoint
+    job keeps them, with the mirror's position and its last transaction's syncs
+    (from its state group's commit metadata: with the syncs topic on the source, they
+    are written there only after the commit)."""
+    from mm_client.kafka import group_offsets, new_admin
+
+    from mm.source.state import decode_state
+
+    where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
+    syncs_topic = offset_syncs_topic(flow)
+    admin_conf = cfg.cluster(where).librdkafka("admin")
+    meta = reads.cluster_meta(admin_conf, f"cluster {where}", timeout)
+    read = reads.read_syncs(
+        meta.leaders.get((syncs_topic, 0)), syncs_topic, topics, timeout, _PAGE_BYTES
+    )
+    out = {
+        k: history((s.upstream, s.downstream, s.txn_first) for s in syncs)
+        for k, syncs in read.syncs.items()
+    }
+    policy = flow.policy()
+    tgt_admin = new_admin(cfg.cluster(flow.target).librdkafka("admin"))
+    state = group_offsets(tgt_admin, [state_group(flow)], timeout, flow.target)
+    for tp in state.get(state_group(flow), []):
+        topic = policy.upstream_topic(tp.topic) or tp.topic
+        if tp.error is not None or tp.offset < 0 or topic not in topics:
+            continue
+        h = out.setdefault((topic, tp.partition), PartitionHistory())
+        decoded = decode_state(tp.metadata)
+        if decoded is not None:
+            h.set_pending(decoded[1])
+        h.position = tp.offset
+    return out
+
+
+def _flow_locked(cfg: MirrorConfig, flow: FlowConfig) -> bool:
+    """Is a mirror of ``flow`` running with this state dir (it holds the flow's lock)?"""
+    from mm.source.job import lock_flow_state
+
+    try:
+        lock = lock_flow_state(cfg, flow)
+    except MirrorError:
+        return True
+    lock.close()
+    return False
+
+
+def _mirror_once(cfg: MirrorConfig, flow: FlowConfig) -> list[str]:
+    """`mm mirror --once --flow B->A` in this process; the partitions and topics it
+    could not mirror."""
+    from mm.source.job import run_mirror
+
+    stats = run_mirror(cfg, once=True, trigger_seconds=1.0, flows=[flow]).get(flow.name)
+    if stats is None:
+        return []
+    errors = [
+        f"{flow.name}: not mirrored: {t}: {e}" for t, e in sorted(stats.failed_topics.items())
+    ]
+    errors += [f"{flow.name}: stopped: {t}[{p}]: {e}" for (t, p), e in sorted(stats.errors.items())]
+    return errors

@@ -44,8 +44,9 @@ from mm.source.topics import select_topics
 from mm.verify import reads
 
 
-class _Flow:
-    """The flow's clusters, mirrored partitions and the reads a switchover repeats."""
+class FlowReads:
+    """The flow's clusters, mirrored partitions and the reads a switchover repeats
+    (also failback's view of the reverse flow)."""
 
     def __init__(self, cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> None:
         self.flow = flow
@@ -182,7 +183,7 @@ def run_switchover(
     then move the groups (not with ``dry_run``). Never raises for a condition that
     does not hold: the report says where it stopped and why."""
     report = SwitchoverReport(flow.name, flow.source, flow.target, dry_run, force, settle)
-    f = _Flow(cfg, flow, timeout)
+    f = FlowReads(cfg, flow, timeout)
     if not f.keys:
         report.stopped_at = CATCH_UP
         report.problems.append(f"flow {flow.name} mirrors no topic of {flow.source}")
@@ -260,7 +261,7 @@ def run_switchover(
     return report
 
 
-def _prove(f: _Flow, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
+def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
     tgt_keys = sorted({(f.remote[r.topic], r.partition) for r in rows})
     tgt_ends = {
         k: hi for k, (_, hi) in reads.log_bounds(f.tgt_consumer, tgt_keys, f.timeout).items()
@@ -294,7 +295,7 @@ def _prove(f: _Flow, rows: list[GroupPartition], ends: Mapping[Key, int]) -> lis
     return out
 
 
-def _group_row(r: GroupPartition, f: _Flow) -> GroupRow:
+def _group_row(r: GroupPartition, f: FlowReads) -> GroupRow:
     return GroupRow(
         r.group,
         f.remote[r.topic],
@@ -307,7 +308,7 @@ def _group_row(r: GroupPartition, f: _Flow) -> GroupRow:
     )
 
 
-def _move_groups(report: SwitchoverReport, f: _Flow, dry_run: bool, timeout: float) -> None:
+def _move_groups(report: SwitchoverReport, f: FlowReads, dry_run: bool, timeout: float) -> None:
     """Commit the proven translations into each group on the target, as `mm failover` does."""
     translations: dict[str, dict[tuple[str, int], tuple[int, int | None]]] = {}
     for row in report.groups:
@@ -329,7 +330,7 @@ def _move_groups(report: SwitchoverReport, f: _Flow, dry_run: bool, timeout: flo
 
 
 def _fill_partitions(
-    report: SwitchoverReport, f: _Flow, ends: Mapping[Key, int], positions: Mapping[Key, int]
+    report: SwitchoverReport, f: FlowReads, ends: Mapping[Key, int], positions: Mapping[Key, int]
 ) -> None:
     report.partitions = [
         PartitionRow(t, p, f.remote[t], ends.get((t, p), 0), positions.get((t, p)))

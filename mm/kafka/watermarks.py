@@ -35,8 +35,12 @@ def watermarks(
     timeout: float = 30.0,
     consumer_factory: Callable[[dict[str, Any]], Any] = new_consumer,
     admin: Any = None,
+    consumer: Any = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) per partition, the end from a real fetch.
+
+    ``consumer`` (built from :func:`probe_consumer_conf`) is used and left open
+    instead of a new one, for callers that probe often.
 
     With ``admin`` (an AdminClient of the same cluster), the listing is two batched
     ListOffsets requests instead of two per partition (what a planner of hundreds
@@ -47,7 +51,9 @@ def watermarks(
     if not tps:
         return {}
     deadline = time.monotonic() + timeout
-    consumer = consumer_factory(probe_consumer_conf(consumer_conf))
+    owned = consumer is None
+    if consumer is None:
+        consumer = consumer_factory(probe_consumer_conf(consumer_conf))
     try:
         if admin is not None:
             listed = _list_batched(admin, tps, deadline)
@@ -59,7 +65,8 @@ def watermarks(
         result: dict[tuple[str, int], tuple[int, int]] = {}
         pending = set(listed)
         while pending:
-            consumer.consume(num_messages=1000, timeout=0.05)
+            # short: consume() waits out its whole timeout unless it fills num_messages
+            consumer.consume(num_messages=1000, timeout=0.005)
             for key in list(pending):
                 _lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
                 if hi != OFFSET_INVALID and hi >= 0:
@@ -78,7 +85,8 @@ def watermarks(
                 )
         return result
     finally:
-        consumer.close()
+        if owned:
+            consumer.close()
 
 
 def _list_one_by_one(

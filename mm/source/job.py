@@ -245,7 +245,7 @@ def _run_flows(
         planner.refresh()
         failed_topics[flow.name] = dict(planner.failed)
         # the source starts from this refresh rather than repeating it
-        plans[flow.name] = mirror_plan(cfg, flow, planner).encode()
+        plans[flow.name] = mirror_plan(cfg, flow, planner, continuous=not once).encode()
 
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)

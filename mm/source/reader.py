@@ -291,25 +291,70 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         assert isinstance(partition, MirrorShard)
         configure_logging()
-        from mm.source.task import flush_syncs
-
+        started = time.monotonic()
         ranges = partition.ranges
         threads = max(1, min(self.runtime.task_threads, len(ranges)))
+        with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
+            results = {(r.topic, r.partition): r for r in self._mirror_all(pool, ranges)}
+            if self.runtime.task_continue_seconds > 0:
+                from mm.logs import get_logger
+                from mm.source.sweep import keep_mirroring
+
+                log = get_logger("mm.mirror.task")
+
+                def sweep(specs: list[RangeSpec]) -> list[Any]:
+                    t0 = time.monotonic()
+                    out = self._mirror_all(pool, specs)
+                    log.debug(
+                        "sweep mirrored",
+                        ranges=len(specs),
+                        records=sum(r.records for r in out),
+                        seconds=round(time.monotonic() - t0, 3),
+                    )
+                    return out
+
+                keep_mirroring(
+                    ranges,
+                    results,
+                    started + self.runtime.task_continue_seconds,
+                    self._sweep_ends,
+                    sweep,
+                )
+        for r in results.values():
+            yield r.row()
+
+    def _mirror_all(self, pool: Any, ranges: Sequence[RangeSpec]) -> list[Any]:
+        """Mirror ``ranges`` concurrently, then acknowledge their offset syncs together;
+        raises the first failure once every range has run to its end (each commits on
+        its own)."""
+        from mm.source.task import flush_syncs, read_states, worker_pool
+
+        states: dict[tuple[str, int], Any] = {}
+        if self.runtime.pool_max_clients > 0 and len(ranges) > 1:
+            # one OffsetFetch for every range (a reused producer's range needs no own)
+            states = read_states(self.runtime, list(ranges), pool=worker_pool(self.runtime))
         # the ranges' last offset syncs, acknowledged together when all are done
         pending: list[Any] = []
-        with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
-            futures = [pool.submit(self._mirror_one, spec, pending) for spec in ranges]
-            # every range runs to its end (each commits on its own) before the
-            # first failure fails the task
-            errors = [f.exception() for f in futures]
+        futures = [
+            pool.submit(
+                self._mirror_one, spec, pending, states.get((spec.target_topic, spec.partition))
+            )
+            for spec in ranges
+        ]
+        errors = [f.exception() for f in futures]
         flush_syncs(pending)
         failed = next((e for e in errors if e is not None), None)
         if failed is not None:
             raise failed
-        rows = [f.result() for f in futures]
-        yield from rows
+        return [f.result() for f in futures]
 
-    def _mirror_one(self, spec: RangeSpec, pending: list[Any]) -> tuple[Any, ...]:
+    def _sweep_ends(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Source ends (read_committed) of ``keys``, with this worker's probe clients."""
+        from mm.source.task import source_ends
+
+        return source_ends(self.runtime, keys)
+
+    def _mirror_one(self, spec: RangeSpec, pending: list[Any], state_hint: Any = None) -> Any:
         from mm.logs import get_logger
         from mm.source.task import PartitionStoppedError, RangeResult, mirror_range, worker_pool
 
@@ -330,6 +375,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # (mm.mirror.pool.max.clients, see FlowRuntime.pool_max_clients)
                 pool=worker_pool(self.runtime) if self.runtime.pool_max_clients > 0 else None,
                 pending_syncs=pending,
+                state_hint=state_hint,
             )
             log.debug(
                 "range mirrored",
@@ -346,4 +392,4 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 spec.topic, spec.partition, spec.target_topic, spec.start, spec.end
             )
             result.error = str(exc)
-        return result.row()
+        return result

@@ -3,6 +3,7 @@ configuration (driver side)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         max_records_per_txn=cfg.setting("mirror.max.records.per.transaction"),
         task_threads=cfg.setting("mirror.task.threads"),
         pool_max_clients=cfg.setting("mirror.pool.max.clients"),
+        source_admin=dict(source.librdkafka("admin")),
     )
 
 
@@ -67,11 +69,21 @@ def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:
 
 
 def mirror_plan(
-    cfg: MirrorConfig, flow: FlowConfig, planner: TopicMirrorPlanner | None = None
+    cfg: MirrorConfig,
+    flow: FlowConfig,
+    planner: TopicMirrorPlanner | None = None,
+    *,
+    continuous: bool = False,
 ) -> MirrorPlan:
-    """The flow's plan; with ``planner``, its last refresh (just done) goes along."""
+    """The flow's plan; with ``planner``, its last refresh (just done) goes along.
+    ``continuous``: tasks keep mirroring after their planned ranges (mm.source.sweep)."""
+    runtime = flow_runtime(cfg, flow)
+    if continuous:
+        runtime = dataclasses.replace(
+            runtime, task_continue_seconds=cfg.setting("mirror.task.continue.seconds")
+        )
     return MirrorPlan(
-        runtime=flow_runtime(cfg, flow),
+        runtime=runtime,
         planner=planner_settings(cfg, flow),
         refresh_topics_interval_seconds=flow.refresh_topics_interval_seconds,
         topics=dict(planner.known) if planner is not None else {},

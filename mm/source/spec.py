@@ -44,6 +44,11 @@ class FlowRuntime:
     # at most ~1,000 librdkafka clients (see mm.source.shards), and every idle
     # client keeps its threads, so the bound stays well below that. 0 = no pooling
     pool_max_clients: int = 300
+    # a continuous mirror's task keeps mirroring new records until this long after
+    # it started (mm.source.sweep); 0 = it stops at its planned ends (--once)
+    task_continue_seconds: float = 0.0
+    # the source's admin settings (the continuation sweeps list end offsets)
+    source_admin: dict[str, Any] = field(default_factory=dict)
 
     def transactional_id(self, target_topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}.{target_topic}.{partition}"

@@ -97,6 +97,32 @@ def worker_pool(rt: FlowRuntime) -> ClientPool:
         return _WORKER_POOL
 
 
+# source cluster consumer settings -> this worker's (admin, probe consumer) that read
+# source ends for continuation sweeps (mm.source.sweep)
+_END_PROBES: dict[tuple[tuple[str, str], ...], tuple[Any, Any]] = {}
+
+
+def source_ends(rt: FlowRuntime, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The source's end offsets (read_committed) of ``keys``, read with clients this
+    worker keeps (two batched ListOffsets and one tail fetch)."""
+    from mm_client.kafka.clients import new_admin, new_consumer
+
+    from mm.kafka.watermarks import probe_consumer_conf, watermarks
+
+    key = tuple(sorted((k, str(v)) for k, v in rt.source_consumer.items()))
+    with _WORKER_POOL_LOCK:
+        probe = _END_PROBES.get(key)
+        if probe is None:
+            probe = (
+                new_admin(rt.source_admin or rt.source_consumer),
+                new_consumer(probe_consumer_conf(rt.source_consumer)),
+            )
+            _END_PROBES[key] = probe
+        admin, consumer = probe
+        marks = watermarks(rt.source_consumer, keys, admin=admin, consumer=consumer)
+    return {k: hi for k, (_lo, hi) in marks.items()}
+
+
 class PartitionStoppedError(MirrorError):
     """This partition cannot go on (the others do); reported every batch until fixed.
 
@@ -230,21 +256,43 @@ def read_state(
     pool: ClientPool | None = None,
 ) -> tuple[int, str | None]:
     """Committed (next source offset, metadata) for the range's target partition."""
+    return read_states(rt, [spec], timeout, clients, pool)[(spec.target_topic, spec.partition)]
+
+
+def read_states(
+    rt: FlowRuntime,
+    specs: list[RangeSpec],
+    timeout: float = 30.0,
+    clients: MirrorClients = DEFAULT_CLIENTS,
+    pool: ClientPool | None = None,
+) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """Committed (next source offset, metadata) per (target topic, partition) of
+    ``specs``, in one OffsetFetch request."""
+    tps = sorted({(s.target_topic, s.partition) for s in specs})
+    where = ", ".join(f"{t}[{p}]" for t, p in tps[:3]) + (" ..." if len(tps) > 3 else "")
     with (
         _leased(pool) as p,
         p.lease("state-consumer", _state_consumer_conf(rt), clients.consumer) as c,
     ):
         consumer = c.client
         try:
-            tp = consumer.committed([TopicPartition(spec.target_topic, spec.partition)], timeout)[0]
+            got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout)
         except KafkaException as exc:
-            raise wrap(exc, f"read mirror state of {spec.target_topic}[{spec.partition}]") from exc
-        if tp.error is not None:
+            raise wrap(exc, f"read mirror state of {where}") from exc
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for tp in got:
+            if tp.error is not None:
+                raise KafkaOperationError(
+                    f"read mirror state of {tp.topic}[{tp.partition}]: {tp.error}",
+                    code=tp.error.name() if hasattr(tp.error, "name") else None,
+                )
+            out[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+        missing = [tp for tp in tps if tp not in out]
+        if missing:
             raise KafkaOperationError(
-                f"read mirror state of {spec.target_topic}[{spec.partition}]: {tp.error}",
-                code=tp.error.name() if hasattr(tp.error, "name") else None,
+                f"read mirror state: no answer for {missing[0][0]}[{missing[0][1]}]"
             )
-        return tp.offset, tp.metadata
+        return out
 
 
 @contextmanager
@@ -384,8 +432,14 @@ def mirror_range(
     clients: MirrorClients = DEFAULT_CLIENTS,
     pool: ClientPool | None = None,
     pending_syncs: list[_SourceSyncWriter] | None = None,
+    state_hint: tuple[int, str | None] | None = None,
 ) -> RangeResult:
     """Mirror ``spec`` and return what happened. Raises on errors that stop the partition.
+
+    ``state_hint`` is the partition's committed state read (:func:`read_states`, one
+    request for many ranges) after this worker's last commit for it. It stands for
+    the range's own read only with a reused producer: a fresh one must fence first
+    and read after, or a zombie's last commit could be missed.
 
     With ``pending_syncs``, a range that ends well leaves the acknowledgement of
     its last offset syncs to the caller (:func:`flush_syncs`, once for all the
@@ -413,7 +467,16 @@ def mirror_range(
             with p.lease("txn-producer", conf, _TxnWriter.factory(clients)) as lease:
                 reused = not lease.fresh
                 _mirror_with(
-                    rt, spec, lease.client, lease.fresh, result, log, clients, p, pending_syncs
+                    rt,
+                    spec,
+                    lease.client,
+                    lease.fresh,
+                    result,
+                    log,
+                    clients,
+                    p,
+                    pending_syncs,
+                    None if lease.fresh else state_hint,
                 )
                 return result
         except (KafkaOperationError, KafkaException, SystemError) as exc:
@@ -468,6 +531,7 @@ def _mirror_with(
     clients: MirrorClients,
     pool: ClientPool,
     pending_syncs: list[_SourceSyncWriter] | None,
+    state_hint: tuple[int, str | None] | None = None,
 ) -> None:
     from mm.source import position
 
@@ -486,11 +550,16 @@ def _mirror_with(
                 raise wrap(
                     exc, f"init transactions for {spec.target_topic}[{spec.partition}]"
                 ) from exc
-        # read also for a cached producer: one OffsetFetch is cheap, and a position
+        # read also for a cached producer (the task reads all its ranges' states in
+        # one request: state_hint): one OffsetFetch is cheap, and a position
         # that moved under a producer nobody fenced (a broker that did not keep a
         # commit it acknowledged, a second writer it failed to fence) must not let
         # this worker resume from its own, stale idea of the position
-        committed, metadata = read_state(rt, spec, clients=clients, pool=pool)
+        committed, metadata = (
+            state_hint
+            if state_hint is not None
+            else read_state(rt, spec, clients=clients, pool=pool)
+        )
         cached, writer.state = writer.state, None  # unknown until this range ends well
         if cached is not None:
             if committed != cached[0]:

@@ -153,7 +153,8 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
     assert late.flush(30) == 0
     diverged = {0: missing[0] + 10, 1: missing[1]}
 
-    dry = run_mm(props, "failback", "--dry-run", "--json")
+    # step 1 alone: this flow has no reverse flow B->A (test_failback_cli runs all 3)
+    dry = run_mm(props, "failback", "--quarantine-only", "--dry-run", "--json")
     assert dry.returncode == 0, dry.describe()
     report = json.loads(dry.stdout)
     rows = {r["partition"]: r for r in report["partitions"] if r["topic"] == topic}
@@ -164,7 +165,7 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
     assert report["quarantine"] is None
 
     quarantine = tmp_path / "quarantine"
-    real = run_mm(props, "failback", "--quarantine-dir", str(quarantine))
+    real = run_mm(props, "failback", "--quarantine-only", "--quarantine-dir", str(quarantine))
     assert real.returncode == 0, real.describe()
     assert f"{sum(diverged.values())} divergent records on A" in real.stdout
     assert f"quarantined in {quarantine}" in real.stdout

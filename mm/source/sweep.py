@@ -1,0 +1,107 @@
+"""A continuous mirror's task keeps copying after its planned ranges (pure loop, I/O injected).
+
+Every micro-batch pays Spark's fixed cost (planning, scheduling, a result round
+trip: 0.3-0.5 s measured at 96 partitions on 2 cores) and a record produced just
+after a batch was planned waits for the whole next batch. So a task of the
+continuous mirror does not stop at its planned ends: until ``deadline`` (the
+task's start plus ``mm.mirror.task.continue.seconds``) it reads its partitions'
+source ends and mirrors whatever arrived, partition by partition, in the same
+transactional way as a planned range. A record is then on the target about one
+sweep after it was written, not one batch after the next plan.
+
+Why it stays exactly once: a continuation range is an ordinary range starting at
+the position this task committed last for the partition; the target's committed
+position is read (and checked against the cached one) as for any range. The next
+micro-batch plans from Spark's older ends; its ranges find the target already
+holding them and skip to the committed position. A task that dies mid-sweep
+leaves only committed transactions; Spark's retry finds them the same way.
+
+Offset syncs written to the source are acknowledged after each sweep, before the
+next sweep commits again on the same partitions (the rule of mm.source.task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from mm.source.spec import RangeSpec
+from mm.source.task import RangeResult
+
+Key = tuple[str, int]
+
+# how long a sweep that found nothing new waits before reading the ends again
+IDLE_WAIT_S = 0.05
+
+
+def merge(first: RangeResult, later: RangeResult) -> RangeResult:
+    """One partition's result for the batch: ``first`` (the planned range) followed by
+    ``later`` (a continuation of it)."""
+    lost_from = first.lost_from if first.lost_from >= 0 else later.lost_from
+    return dataclasses.replace(
+        first,
+        planned_end=max(first.planned_end, later.planned_end),
+        position=later.position if later.position >= 0 else first.position,
+        records=first.records + later.records,
+        bytes=first.bytes + later.bytes,
+        transactions=first.transactions + later.transactions,
+        syncs=first.syncs + later.syncs,
+        lost=first.lost + later.lost,
+        lost_from=lost_from,
+        lost_to=later.lost_to if later.lost_to >= 0 else first.lost_to,
+        dead_lettered=first.dead_lettered + later.dead_lettered,
+        error=later.error or first.error,
+        metadata=later.metadata if later.metadata is not None else first.metadata,
+    )
+
+
+def continuations(
+    specs: Mapping[Key, RangeSpec], results: Mapping[Key, RangeResult], ends: Mapping[Key, int]
+) -> list[RangeSpec]:
+    """Ranges from each partition's mirrored position to its source end, for the
+    partitions that ended well, know their position and have new records."""
+    out = []
+    for key, spec in specs.items():
+        r = results.get(key)
+        end = ends.get(key)
+        if r is None or r.error is not None or r.position < 0 or end is None:
+            continue
+        if end > r.position:
+            out.append(dataclasses.replace(spec, start=r.position, end=end, extra={}))
+    return out
+
+
+def keep_mirroring(
+    specs: Sequence[RangeSpec],
+    results: dict[Key, RangeResult],
+    deadline: float,
+    read_ends: Callable[[list[Key]], Mapping[Key, int]],
+    mirror: Callable[[list[RangeSpec]], list[RangeResult]],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    idle_wait: float = IDLE_WAIT_S,
+) -> int:
+    """Sweep until ``deadline``: read the ends, mirror what is new, merge the results
+    into ``results`` (by partition). Returns the number of sweeps that mirrored.
+
+    ``mirror`` runs a sweep's ranges to their ends (each commits on its own) and
+    acknowledges their syncs; it raises when one failed other than by stopping
+    its partition (the task then fails, as for a planned range). A partition that
+    stopped (its result carries an error) is not continued.
+    """
+    by_key = {(s.topic, s.partition): s for s in specs if not s.extra.get("refresh")}
+    sweeps = 0
+    while clock() + idle_wait < deadline:
+        live = [k for k in by_key if k in results and results[k].error is None]
+        if not live:
+            break
+        todo = continuations(by_key, results, read_ends(live))
+        if not todo:
+            sleep(idle_wait)
+            continue
+        for r in mirror(todo):
+            key = (r.topic, r.partition)
+            results[key] = merge(results[key], r)
+        sweeps += 1
+    return sweeps
