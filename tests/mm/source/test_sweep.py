@@ -198,3 +198,22 @@ def test_every_offset_is_mirrored_once_and_in_order(
         covered = s.end
     assert r.position == covered == r.records
     assert r.position <= e
+
+
+def test_an_idle_task_reads_the_ends_less_and_less_often_and_fast_again_after_records() -> None:
+    a0 = _planned("a", 0, 0, 10)
+    results = {("a", 0): _done(a0)}
+    ends = [{("a", 0): 10}] * 6 + [{("a", 0): 11}] + [{("a", 0): 11}] * 50
+    src = FakeSource(ends)
+    waits: list[float] = []
+
+    def sleep(s: float) -> None:
+        waits.append(round(s, 3))
+        src.now += s
+
+    keep_mirroring([a0], results, 3.0, src.read_ends, src.mirror, src.clock, sleep)
+    assert waits[:6] == [0.05, 0.1, 0.2, 0.4, 0.4, 0.4]
+    assert waits[6] == 0.05  # the sweep after one that mirrored
+    assert results[("a", 0)].position == 11
+    # the last wait never runs past the deadline
+    assert src.now <= 3.0 + 0.01
