@@ -79,10 +79,12 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"runtime": self.runtime}
+        # (the per-batch bound: continuation sweeps keep to it too)
+        return {"runtime": self.runtime, "max_per_partition": self._max_per_partition}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.runtime = state["runtime"]
+        self._max_per_partition = state["max_per_partition"]
 
     # --- planning (driver) ------------------------------------------------------
     def _planner_obj(self) -> Any:
@@ -319,6 +321,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     started + self.runtime.task_continue_seconds,
                     self._sweep_ends,
                     sweep,
+                    max_per_partition=self._max_per_partition,
                 )
         for r in results.values():
             yield r.row()

@@ -31,8 +31,11 @@ from mm.source.task import RangeResult
 
 Key = tuple[str, int]
 
-# how long a sweep that found nothing new waits before reading the ends again
+# how long a sweep that found nothing new waits before reading the ends again; the
+# wait doubles while nothing arrives (an idle mirror should not list its source's
+# offsets 20 times a second) and drops back as soon as a sweep mirrors
 IDLE_WAIT_S = 0.05
+MAX_IDLE_WAIT_S = 0.4
 
 
 def merge(first: RangeResult, later: RangeResult) -> RangeResult:
@@ -57,16 +60,22 @@ def merge(first: RangeResult, later: RangeResult) -> RangeResult:
 
 
 def continuations(
-    specs: Mapping[Key, RangeSpec], results: Mapping[Key, RangeResult], ends: Mapping[Key, int]
+    specs: Mapping[Key, RangeSpec],
+    results: Mapping[Key, RangeResult],
+    ends: Mapping[Key, int],
+    max_per_partition: int = 1 << 62,
 ) -> list[RangeSpec]:
     """Ranges from each partition's mirrored position to its source end, for the
-    partitions that ended well, know their position and have new records."""
+    partitions that ended well, know their position and have new records; a
+    partition's batch never goes past its planned start + ``max_per_partition``
+    (mm.mirror.max.records.per.partition.per.batch bounds a batch, continued or not)."""
     out = []
     for key, spec in specs.items():
         r = results.get(key)
         end = ends.get(key)
         if r is None or r.error is not None or r.position < 0 or end is None:
             continue
+        end = min(end, spec.start + max_per_partition)
         if end > r.position:
             out.append(dataclasses.replace(spec, start=r.position, end=end, extra={}))
     return out
@@ -81,6 +90,8 @@ def keep_mirroring(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     idle_wait: float = IDLE_WAIT_S,
+    max_idle_wait: float = MAX_IDLE_WAIT_S,
+    max_per_partition: int = 1 << 62,
 ) -> int:
     """Sweep until ``deadline``: read the ends, mirror what is new, merge the results
     into ``results`` (by partition). Returns the number of sweeps that mirrored.
@@ -92,14 +103,20 @@ def keep_mirroring(
     """
     by_key = {(s.topic, s.partition): s for s in specs if not s.extra.get("refresh")}
     sweeps = 0
+    wait = idle_wait
     while clock() + idle_wait < deadline:
         live = [k for k in by_key if k in results and results[k].error is None]
         if not live:
             break
-        todo = continuations(by_key, results, read_ends(live))
+        live = [k for k in live if results[k].position < by_key[k].start + max_per_partition]
+        if not live:
+            break
+        todo = continuations(by_key, results, read_ends(live), max_per_partition)
         if not todo:
-            sleep(idle_wait)
+            sleep(min(wait, max(0.0, deadline - clock() - idle_wait)))
+            wait = min(wait * 2, max_idle_wait)
             continue
+        wait = idle_wait
         for r in mirror(todo):
             key = (r.topic, r.partition)
             results[key] = merge(results[key], r)

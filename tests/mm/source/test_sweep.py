@@ -198,3 +198,42 @@ def test_every_offset_is_mirrored_once_and_in_order(
         covered = s.end
     assert r.position == covered == r.records
     assert r.position <= e
+
+
+def test_an_idle_task_reads_the_ends_less_and_less_often_and_fast_again_after_records() -> None:
+    a0 = _planned("a", 0, 0, 10)
+    results = {("a", 0): _done(a0)}
+    ends = [{("a", 0): 10}] * 6 + [{("a", 0): 11}] + [{("a", 0): 11}] * 50
+    src = FakeSource(ends)
+    waits: list[float] = []
+
+    def sleep(s: float) -> None:
+        waits.append(round(s, 3))
+        src.now += s
+
+    keep_mirroring([a0], results, 3.0, src.read_ends, src.mirror, src.clock, sleep)
+    assert waits[:6] == [0.05, 0.1, 0.2, 0.4, 0.4, 0.4]
+    assert waits[6] == 0.05  # the sweep after one that mirrored
+    assert results[("a", 0)].position == 11
+    # the last wait never runs past the deadline
+    assert src.now <= 3.0 + 0.01
+
+
+def test_a_batch_never_goes_past_its_planned_start_plus_the_per_batch_bound() -> None:
+    # mm.mirror.max.records.per.partition.per.batch = 100: planned [0, 100) already
+    # used it all; a partition planned [50, 80) may continue to 150 only
+    full, part = _planned("a", 0, 0, 100), _planned("a", 1, 50, 80)
+    results = {("a", 0): _done(full), ("a", 1): _done(part)}
+    src = FakeSource([{("a", 0): 500, ("a", 1): 120}, {("a", 0): 900, ("a", 1): 900}])
+    keep_mirroring(
+        [full, part],
+        results,
+        2.0,
+        src.read_ends,
+        src.mirror,
+        src.clock,
+        src.sleep,
+        max_per_partition=100,
+    )
+    assert [(s.partition, s.start, s.end) for s in src.mirrored] == [(1, 80, 120), (1, 120, 150)]
+    assert results[("a", 0)].position == 100 and results[("a", 1)].position == 150
