@@ -64,9 +64,13 @@ def watermarks(
         )
         result: dict[tuple[str, int], tuple[int, int]] = {}
         pending = set(listed)
+        # A fresh consumer's cached watermark must come from this fetch, not from an
+        # under-reported listing: its first wait is long enough for the fetch to
+        # answer. A kept consumer (continuation sweeps, probing every 50 ms) may
+        # answer from its previous probe's fetch: at worst one probe late, never high.
+        wait = 0.05 if owned else 0.005
         while pending:
-            # short: consume() waits out its whole timeout unless it fills num_messages
-            consumer.consume(num_messages=1000, timeout=0.005)
+            consumer.consume(num_messages=1000, timeout=wait)
             for key in list(pending):
                 _lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
                 if hi != OFFSET_INVALID and hi >= 0:
