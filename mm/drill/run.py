@@ -669,7 +669,7 @@ class Drill:
         # Apache Kafka ends their sessions after session.timeout.ms; the embedded
         # broker keeps such a group STABLE, so `mm failback` refuses it (exit 1): a
         # finding about the broker, reported per group, not a failed failback.
-        stale = "is not idle on A"
+        stale = f"is not idle on {self.names.source} "
         other = [p for p in doc.get("problems") or [] if stale not in p]
         if res.returncode not in (0, 1) or other:
             reasons.append(f"mm failback exited {res.returncode}: {doc.get('message')}")
@@ -682,7 +682,7 @@ class Drill:
         back = groups_back(doc)
         for g, why in sorted(back.items()):
             if why == REFUSED_ON_A:
-                why += ": the group still has its dead consumers on A (embedded broker)"
+                why += ": the group still has its dead consumers on A (a broker that keeps them)"
             reasons.append(f"group {g} back on A: {'exact' if why is None else why}")
         exact = [g for g, why in back.items() if why is None]
         if not exact:
