@@ -121,7 +121,7 @@ _SETTINGS = (
     ),
     Setting(
         "mirror.task.continue.seconds",
-        1.0,
+        5.0,
         _non_negative_float,
         "a number of seconds, 0 or more",
         "a continuous mirror's task keeps copying new records this long after it "
