@@ -17,6 +17,21 @@ import structlog
 _configured = False
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time: a logger configured while
+    stderr was a stream that later closed (a test's capture, a redirected run)
+    must not fail every later event with "I/O operation on closed file"."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR = _CurrentStderr()
+
+
 def configure_logging(level: str | None = None, *, json: bool | None = None) -> None:
     """Configure structlog and stdlib logging once; later calls are no-ops.
 
@@ -45,7 +60,7 @@ def configure_logging(level: str | None = None, *, json: bool | None = None) -> 
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_STDERR),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     # py4j and friends log through stdlib; keep them quiet unless asked.
