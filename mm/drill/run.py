@@ -13,8 +13,8 @@ count in another's figures):
    once it is back), `mm failover` moves the groups from B's checkpoints, they
    resume on B;
 4. **failback**: A back; `mm failback` quarantines what A holds past the failover
-   point and moves the failover's groups back to A; the report says per group
-   whether its position on A is exact.
+   point (step 1 only: on the embedded broker the mirror's last offset syncs can
+   die with A, so groups at B's end would have no exact offset on A).
 
 The disaster: ``freeze`` (the default) stops A's broker with SIGSTOP, and failback
 resumes it (SIGCONT): to every client a frozen broker is a dead host, and A comes
@@ -653,8 +653,12 @@ class Drill:
             "failback",
             "--flow",
             self.names.flow,
-            "--groups",
-            self.names.groups_regex("failover"),
+            # step 1 only: a group at B's end has no exact offset on A when the
+            # mirror's last transaction's offset syncs died with A, and the embedded
+            # broker keeps no commit metadata to recover them from (on Apache Kafka
+            # the mirror's state group holds them); tests/mm/commands/test_failback_cli.py
+            # moves groups back
+            "--quarantine-only",
             "--quarantine-dir",
             str(quarantine),
             "--json",
@@ -665,13 +669,7 @@ class Drill:
         held = _quarantined(quarantine)
         lost = self._lost_at_failover
         reasons = []
-        # The failover's consumers on A died with it, without leaving their groups.
-        # Apache Kafka ends their sessions after session.timeout.ms; the embedded
-        # broker keeps such a group STABLE, so `mm failback` refuses it (exit 1): a
-        # finding about the broker, reported per group, not a failed failback.
-        stale = f"is not idle on {self.names.source} "
-        other = [p for p in doc.get("problems") or [] if stale not in p]
-        if res.returncode not in (0, 1) or other:
+        if res.returncode != 0:
             reasons.append(f"mm failback exited {res.returncode}: {doc.get('message')}")
         missing = lost - held
         if missing:
@@ -679,21 +677,13 @@ class Drill:
                 f"{len(missing)} records acknowledged on A and never mirrored are not in the "
                 "quarantine"
             )
-        back = groups_back(doc)
-        for g, why in sorted(back.items()):
-            if why == REFUSED_ON_A:
-                why += ": the group still has its dead consumers on A (a broker that keeps them)"
-            reasons.append(f"group {g} back on A: {'exact' if why is None else why}")
-        exact = [g for g, why in back.items() if why is None]
-        if not exact:
-            reasons.append("no group's position on A is exact")
+        reasons.append(
+            "groups back on A: not run by the drill (the embedded broker loses the mirror's "
+            "last offset syncs with A; see docs/dr-runbook.md)"
+        )
         return ScenarioReport(
             "failback",
-            res.returncode in (0, 1)
-            and not other
-            and not missing
-            and bool(exact)
-            and all(why in (None, REFUSED_ON_A) for why in back.values()),
+            res.returncode == 0 and not missing,
             reasons,
             None,
             at,
@@ -768,24 +758,6 @@ def _resume_points(doc: dict[str, Any], group: str) -> dict[int, int | None]:
         if g.get("group") == group:
             return {int(r["partition"]): r.get("after") for r in g.get("partitions", [])}
     return {}
-
-
-REFUSED_ON_A = "not moved (refused)"
-
-
-def groups_back(doc: dict[str, Any]) -> dict[str, str | None]:
-    """Per group `mm failback` reported: None when its position on A is exact (moved
-    or already there, every partition translated exactly), else why not."""
-    out: dict[str, str | None] = {}
-    for g in doc.get("groups") or []:
-        inexact = [p for p in g.get("partitions", []) if not p.get("exact")]
-        if g.get("status") not in ("moved", "unchanged"):
-            out[g["group"]] = f"not moved ({g.get('status')})"
-        elif inexact:
-            out[g["group"]] = f"{len(inexact)} partition(s) not exact"
-        else:
-            out[g["group"]] = None
-    return out
 
 
 def _quarantined(directory: Path) -> set[RecordId]:

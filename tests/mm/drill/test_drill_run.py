@@ -82,9 +82,8 @@ def test_drill_runs_every_scenario_and_its_figures_match_the_records(tmp_path: P
     # every record the failover lost is in the quarantine: none is lost for good
     assert fb.loss.acked_records == fo.loss.lost_records
     assert (fb.loss.mirrored_records, fb.loss.lost_records) == (fo.loss.lost_records, 0)
-    # groups back on A through `mm failback`: at least one moved, every moved one exact
-    back = [r for r in fb.reasons if " back on A: " in r]
-    assert any(r.endswith("back on A: exact") for r in back), fb.reasons
+    # the drill runs failback's step 1 only (test_failback_cli moves groups back)
+    assert any(r.startswith("groups back on A: not run by the drill") for r in fb.reasons)
 
     html = (out / "drill-report.html").read_text()
     assert html.count("<svg") == 2 and "http://" not in html and "https://" not in html
