@@ -36,12 +36,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
+from mm.commands.flows import add_config_option, add_one_flow_option, groups_pattern, one_flow
 from mm.config import load_config
 from mm.dr.divergence import DivergenceReport
 from mm.dr.failback import FailbackReport, Reverse
@@ -88,12 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    groups = None
-    if args.groups is not None:
-        try:
-            groups = re.compile(args.groups)
-        except re.error as exc:
-            raise UsageError(f"--groups {args.groups!r} is not a valid regex: {exc}") from None
+    groups = groups_pattern(args.groups)
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
     report = run_failback(

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
+from mm.commands.flows import add_config_option, add_one_flow_option, groups_pattern, one_flow
 from mm.config import FlowConfig, load_config
 from mm.dr.failover_point import FailoverPoint
 from mm.dr.groups import (
@@ -88,11 +88,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 def _selector(args: argparse.Namespace) -> Callable[[str], bool] | re.Pattern[str]:
     from mm.errors import UsageError
 
-    if args.groups is not None:
-        try:
-            return re.compile(args.groups)
-        except re.error as exc:
-            raise UsageError(f"--groups {args.groups!r} is not a valid regex: {exc}") from None
+    pattern = groups_pattern(args.groups)
+    if pattern is not None:
+        return pattern
     wanted = set(args.group)
     if "" in wanted:
         raise UsageError("--group must not be empty")

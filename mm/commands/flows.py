@@ -4,9 +4,10 @@ or several), and the one place flows are selected."""
 from __future__ import annotations
 
 import argparse
+import re
 
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import ConfigError
+from mm.errors import ConfigError, UsageError
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:
@@ -67,3 +68,13 @@ def select_flows(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]
         if name not in declared:
             raise ConfigError("--flow", name, f"one of the configured flows {sorted(declared)}")
     return [f for f in cfg.flows if f.name in names]
+
+
+def groups_pattern(value: str | None) -> re.Pattern[str] | None:
+    """``--groups REGEX`` compiled (None when not given); a bad regex is a usage error."""
+    if value is None:
+        return None
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise UsageError(f"--groups {value!r} is not a valid regex: {exc}") from None

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 
-from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
+from mm.commands.flows import add_config_option, add_one_flow_option, groups_pattern, one_flow
 from mm.config import load_config
 from mm.dr.switchover import SwitchoverReport
 
@@ -69,12 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     if args.settle < 0:
         raise UsageError("--settle must be zero or more seconds")
-    groups = None
-    if args.groups is not None:
-        try:
-            groups = re.compile(args.groups)
-        except re.error as exc:
-            raise UsageError(f"--groups {args.groups!r} is not a valid regex: {exc}") from None
+    groups = groups_pattern(args.groups)
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
     report = run_switchover(

@@ -22,7 +22,7 @@ group back on A would be neither here nor there.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,11 @@ REMOTE = "remote"  # a topic of A mirrored to B: back to A's own topic
 LOCAL = "local"  # a topic written on B, mirrored to A by the reverse flow
 
 NOT_EXACT = "not-exact"  # a group left alone: some partition has no exact translation
+AT_FAILOVER_POINT = "past the last mirrored record: the failover point"
+AHEAD_ON_A = (
+    "kept: at the failover point on the target, and already past it here (processed "
+    "before the disaster)"
+)
 # dry run: a local topic's offset the reverse mirror has not copied yet
 AFTER_STEP_2 = "known after step 2 (the reverse mirror)"
 
@@ -65,7 +70,6 @@ def inverse_offset(
     txn_first: Sequence[bool] | None = None,
     complete: Sequence[bool] | None = None,
     position: int | None = None,
-    written_after: bool = False,
 ) -> Back:
     """The source offset a group at ``downstream`` on the target resumes at on the source.
 
@@ -73,11 +77,9 @@ def inverse_offset(
     upstream-sorted, downstream offsets increasing with them. The answer is the
     source offset of the first mirrored record at or after ``downstream`` on the
     target, so the group reads on the source exactly what it would have read next
-    on the target. Past the last mirrored record it is ``position`` (the mirror's
-    position at the failover point: the first offset never mirrored), unless
-    ``written_after``: something other than the mirror wrote records to the target
-    topic after the last copy (the identity policy's shared topic names), which
-    have no source offset.
+    on the target. Past the last sync it is ``position`` (the mirror's position at
+    the failover point: the first offset never mirrored), which is right only when
+    the syncs end at the last mirrored record; :func:`inverse_with_tail` checks that.
 
     ``complete`` (parallel, optional): False where syncs may be missing before that
     sync; the answer inside such an interval is the lowest it can be (the group
@@ -101,13 +103,6 @@ def inverse_offset(
         # s ends its run: the target holds no copy between the two (markers only),
         # so the next record the group reads is the copy of the next sync's record
         return Back(nu, True, "in a target gap before the next mirrored run")
-    if written_after:
-        return Back(
-            None,
-            False,
-            "the target topic holds records after the last mirrored one that did not "
-            "come from the source",
-        )
     if position is None:
         return Back(None, False, "past the last mirrored record, and no failover point for it")
     if position <= upstreams[-1]:
@@ -117,24 +112,64 @@ def inverse_offset(
             f"the failover point ({position}) is not past the last mirrored source "
             f"offset {upstreams[-1]}",
         )
-    return Back(position, True, "past the last mirrored record: the failover point")
+    return Back(position, True, AT_FAILOVER_POINT)
 
 
-def inverse_from_history(
-    h: PartitionHistory | None, downstream: int, position: int | None, written_after: bool
+def tail_offset(
+    copies: Sequence[int], originals: Sequence[int], position: int | None, downstream: int
 ) -> Back:
-    """:func:`inverse_offset` with a partition's history, its pending syncs included."""
+    """Where a group past the last offset sync resumes, counted record by record.
+
+    The mirror's last transaction's syncs can be missing: written to the source
+    after the commit, they die with it when the disaster strikes in between, and a
+    broker that keeps no commit metadata (the mirror also stores them there) cannot
+    give them back. What follows the last sync is still exact without them:
+
+    * ``copies``: the target offsets of the committed records after the last sync
+      (up to the target's end);
+    * ``originals``: the source offsets of the committed records after the last
+      sync's upstream offset, below ``position`` (the failover point: everything
+      below it was mirrored, in order).
+
+    Only the mirror writes a remote topic, so when the counts are equal the k-th
+    copy is the k-th original, and a group at ``downstream`` resumes at the
+    original of the first copy at or after it, or at ``position`` past all of them.
+    Different counts (another writer, a mirror still running, records copied that
+    the source no longer serves) give no answer.
+    """
+    if position is None:
+        return Back(None, False, "past the last offset sync, and no failover point for it")
+    if len(copies) != len(originals):
+        return Back(
+            None,
+            False,
+            f"past the last offset sync the target holds {len(copies)} records and the "
+            f"source {len(originals)} below the failover point ({position}): not a copy "
+            "of each other",
+        )
+    k = bisect_left(copies, downstream)
+    if k == len(originals):
+        return Back(position, True, AT_FAILOVER_POINT)
+    return Back(originals[k], True, "after the last offset sync, counted record by record")
+
+
+def inverse_with_tail(
+    h: PartitionHistory | None,
+    downstream: int,
+    position: int | None,
+    tail: Callable[[int, int], tuple[Sequence[int], Sequence[int]]],
+) -> Back:
+    """:func:`inverse_offset` with a partition's history (its pending syncs included);
+    past the last sync, :func:`tail_offset` with ``tail(last upstream, last
+    downstream)`` -> (copies, originals), read only then."""
     if h is None:
         return Back(None, False, "no offset syncs for this partition")
     ups, downs, first, complete = h.all_syncs()
+    if downs and downstream > downs[-1] and position is not None and position > ups[-1]:
+        copies, originals = tail(ups[-1], downs[-1])
+        return tail_offset(copies, originals, position, downstream)
     return inverse_offset(
-        ups,
-        downs,
-        downstream,
-        txn_first=first,
-        complete=complete,
-        position=position,
-        written_after=written_after,
+        ups, downs, downstream, txn_first=first, complete=complete, position=position
     )
 
 
@@ -194,6 +229,22 @@ def plan_group(
 
 def not_exact(rows: Iterable[BackRow]) -> list[BackRow]:
     return [r for r in rows if not r.exact or r.after is None]
+
+
+def keep_ahead(rows: Iterable[BackRow]) -> None:
+    """A group that consumed everything mirrored goes back to the failover point, unless
+    its offset on A is already past it: before the disaster it processed (and
+    committed) records there that never reached the target. Moving it back would
+    have it process them again, so it keeps that offset."""
+    for r in rows:
+        if (
+            r.kind == REMOTE
+            and r.how == AT_FAILOVER_POINT
+            and r.after is not None
+            and r.before is not None
+            and r.before > r.after
+        ):
+            r.after, r.how = r.before, AHEAD_ON_A
 
 
 def translations(rows: Iterable[BackRow]) -> dict[Key, tuple[int, int | None]]:

@@ -46,7 +46,8 @@ from mm.dr.failback import (
     forward_offset,
     history,
     identity_overlap,
-    inverse_from_history,
+    inverse_with_tail,
+    keep_ahead,
     not_exact,
     plan_group,
     translations,
@@ -278,6 +279,8 @@ class _Back:
         self.rf = FlowReads(cfg, rev, timeout)
         self.a_admin = cfg.cluster(flow.source).librdkafka("admin")
         self.b_admin = cfg.cluster(flow.target).librdkafka("admin")
+        # per remote partition on B: what follows the last offset sync on both sides
+        self._tails: dict[Key, tuple[list[int], list[int]]] = {}
         # topic on B -> (kind, topic on A)
         # the failover point's mirror position per source partition of A
         self.positions = {(p.topic, p.partition): p.mirrored_to for p in point.partitions}
@@ -362,6 +365,7 @@ class _Back:
             was = before_a[g]
             for r in rows:
                 r.before = None if isinstance(was, Exception) else was.get((r.topic, r.partition))
+            keep_ahead(rows)
             report.rows += rows
             state = described[g]
             if isinstance(state, Exception) or not group_is_idle(state[0]):
@@ -449,30 +453,52 @@ class _Back:
                 return Back(None, True, AFTER_STEP_2)
             return got
         a_topic = self.routes[topic][1]
-        h = histories[REMOTE].get((a_topic, partition))
         at = self.positions.get((a_topic, partition))
-        written_after = False
-        if h is not None:
-            downs = h.all_syncs()[1]
-            if downs and offset > downs[-1] + 1:
-                # only markers may lie between the last copy and the group's offset
-                written_after = self._written(topic, partition, downs[-1] + 1, offset)
-        return inverse_from_history(h, offset, at, written_after)
+
+        def tail(up: int, down: int) -> tuple[list[int], list[int]]:
+            assert at is not None  # only asked for with a failover point
+            return self._tail(topic, a_topic, partition, up, down, at)
+
+        return inverse_with_tail(histories[REMOTE].get((a_topic, partition)), offset, at, tail)
 
     def _mirrored(self, topic: str, partition: int, offset: int) -> bool:
         pos = self.rf.positions().get((topic, partition))
         return pos is not None and offset <= pos
 
-    def _written(self, topic: str, partition: int, start: int, end: int) -> bool:
-        """A committed record on B's ``topic[partition]`` in ``[start, end)``."""
-        meta = reads.cluster_meta(self.b_admin, f"cluster {self.flow.target}", self.timeout)
-        address = meta.leader(topic, partition, f"cluster {self.flow.target}")
-        with Connection(address, self.timeout, client_id="mm-failback") as conn:
-            for _r in scan_committed(
-                conn, topic, partition, start, end, ScanStats(), timeout=self.timeout
-            ):
-                return True
-        return False
+    def _tail(
+        self, topic: str, a_topic: str, partition: int, up: int, down: int, position: int
+    ) -> tuple[list[int], list[int]]:
+        """The committed records after the last offset sync: their offsets on B's
+        ``topic`` (to its end) and on A's ``a_topic`` (below the failover point)."""
+        key = (topic, partition)
+        if key not in self._tails:
+            copies = _committed_offsets(
+                self.b_admin, self.flow.target, topic, partition, down + 1, 1 << 62, self.timeout
+            )
+            originals = _committed_offsets(
+                self.a_admin, self.flow.source, a_topic, partition, up + 1, position, self.timeout
+            )
+            self._tails[key] = (copies, originals)
+        return self._tails[key]
+
+
+def _committed_offsets(
+    admin_conf: dict[str, Any],
+    cluster: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    timeout: float,
+) -> list[int]:
+    """Offsets of the committed records of ``topic[partition]`` in ``[start, end)``
+    (raw read, Apache Kafka's read_committed rule; ``end`` past the high watermark
+    reads to it)."""
+    meta = reads.cluster_meta(admin_conf, f"cluster {cluster}", timeout)
+    address = meta.leader(topic, partition, f"cluster {cluster}")
+    with Connection(address, timeout, client_id="mm-failback") as conn:
+        found = scan_committed(conn, topic, partition, start, end, ScanStats(), timeout=timeout)
+        return [r.offset for r in found]
 
 
 def _flow_histories(

@@ -13,8 +13,8 @@ count in another's figures):
    once it is back), `mm failover` moves the groups from B's checkpoints, they
    resume on B;
 4. **failback**: A back; `mm failback` quarantines what A holds past the failover
-   point (step 1 only: on the embedded broker the mirror's last offset syncs can
-   die with A, so groups at B's end would have no exact offset on A).
+   point and moves the failover's groups back to A, where they resume: none may
+   process a record twice more than it had before, or never process one.
 
 The disaster: ``freeze`` (the default) stops A's broker with SIGSTOP, and failback
 resumes it (SIGCONT): to every client a frozen broker is a dead host, and A comes
@@ -82,6 +82,8 @@ from mm.drill.workload import (
     SeqProducer,
     TargetWatcher,
     decode,
+    end_dead_sessions,
+    restart_transactional,
     wait_until,
 )
 from mm.embedded import EmbeddedClusters
@@ -90,6 +92,8 @@ from mm.errors import MirrorError
 SCENARIOS = ("switchover", "failover", "failback")
 PARTITIONS = 6
 CHECKPOINT_WAIT_S = 120.0
+SESSION_WAIT_S = 60.0  # joining a group on A to end its dead members' sessions
+RESUME_WAIT_S = 120.0  # groups back on A until they processed every acknowledged record
 EMBEDDED_NAMES = DrillNames("drill", "A", "B")
 NOTE = (
     "Embedded clusters: the transactional producer commits every transaction (its commit "
@@ -171,6 +175,8 @@ class Drill:
         self.env = mm_env(overrides=self.ext is None)
         self.cleanup: dict[str, list[str]] = {}
         self._lost_at_failover: set[RecordId] = set()
+        self._failover_workload: _Workload | None = None
+        self._failover_extra: dict[str, Any] = {}
 
     # --- set-up ----------------------------------------------------------------------
     def start(self) -> None:
@@ -604,7 +610,8 @@ class Drill:
             )
             for g, log in w.logs.items()
         }
-        self._keep_records(w, {"failover": doc, "twice_allowed": allowed})
+        self._failover_extra = {"failover": doc, "twice_allowed": allowed}
+        self._keep_records(w, self._failover_extra)
         verdict: Verdict = judge_failover(figures, allowed)
         reasons = list(verdict.reasons)
         point = doc.get("failover_point") or {}
@@ -617,6 +624,7 @@ class Drill:
         if res.returncode != 0:
             reasons.append(f"mm failover exited {res.returncode}: {doc.get('message')}")
         self._lost_at_failover = lost
+        self._failover_workload = w
         return ScenarioReport(
             "failover",
             verdict.passed and res.returncode == 0,
@@ -630,7 +638,6 @@ class Drill:
 
     def failback(self) -> ScenarioReport:
         say = self.opts.progress
-        at = time.time()
         if self.clusters is None:
             say(
                 "failback: A never went down; mm failback quarantines what it holds past "
@@ -646,6 +653,16 @@ class Drill:
                 raise MirrorError("cluster A is not running")
             proc.send_signal(signal.SIGCONT)
         self.series.events.append((time.time(), "failback"))
+        w = self._failover_workload
+        if w is None:
+            raise MirrorError("the failback scenario needs the failover scenario")
+        reasons = []
+        dead = end_dead_sessions(
+            self._client("source", "consumer"), sorted(w.logs), w.topic, SESSION_WAIT_S
+        )
+        reasons += [
+            f"group {g}: its dead members on A stayed: {why}" for g, why in dead.items() if why
+        ]
         quarantine = self.run_dir / "quarantine"
         res = run_command(
             self._failback_config(),
@@ -653,22 +670,18 @@ class Drill:
             "failback",
             "--flow",
             self.names.flow,
-            # step 1 only: a group at B's end has no exact offset on A when the
-            # mirror's last transaction's offset syncs died with A, and the embedded
-            # broker keeps no commit metadata to recover them from (on Apache Kafka
-            # the mirror's state group holds them); tests/mm/commands/test_failback_cli.py
-            # moves groups back
-            "--quarantine-only",
+            "--groups",
+            self.names.groups_regex("failover"),
             "--quarantine-dir",
             str(quarantine),
             "--json",
             env=self.env,
         )
+        moved_at = time.time()
         doc = res.json()
         say(f"failback: mm failback exited {res.returncode} after {res.seconds:.1f}s")
         held = _quarantined(quarantine)
         lost = self._lost_at_failover
-        reasons = []
         if res.returncode != 0:
             reasons.append(f"mm failback exited {res.returncode}: {doc.get('message')}")
         missing = lost - held
@@ -677,22 +690,88 @@ class Drill:
                 f"{len(missing)} records acknowledged on A and never mirrored are not in the "
                 "quarantine"
             )
-        reasons.append(
-            "groups back on A: not run by the drill (the embedded broker loses the mirror's "
-            "last offset syncs with A; see docs/dr-runbook.md)"
-        )
+        back = groups_back(doc)
+        not_back = {g: why for g, why in back.items() if why is not None}
+        reasons += [f"group {g} not back on A: {why}" for g, why in sorted(not_back.items())]
+        if set(back) != set(w.logs):
+            reasons.append(f"mm failback reported groups {sorted(back)}, not {sorted(w.logs)}")
+        moved = sorted(g for g, why in back.items() if why is None and g in w.logs)
+        # the applications start again on A: a transactional one first fences the
+        # producer that died with A, ending the transaction it left open there
+        for p in w.producers:
+            if p.txn_size:
+                restart_transactional(
+                    self._client("source", "producer"), p.transactional_id, SESSION_WAIT_S
+                )
+        say(f"failback: {len(moved)} groups back on A, resuming there")
+        verdict, reports = self._resume_on_a(w, moved, moved_at, doc)
+        reasons += verdict.reasons
+        # the records file again, with what the groups processed back on A
+        self._keep_records(w, {**self._failover_extra, "failback": doc, "back_at": moved_at})
         return ScenarioReport(
             "failback",
-            res.returncode == 0 and not missing,
+            res.returncode == 0 and not missing and not reasons,
             reasons,
             None,
-            at,
+            moved_at,
             # of what the failover lost: how many the quarantine holds, how many it
             # does not (lost for good)
             LossFigures(len(lost), len(lost & held), len(missing), 0.0),
-            [],
+            reports,
             quarantined_records=_divergent(doc),
         )
+
+    def _resume_on_a(
+        self, w: _Workload, groups: list[str], moved_at: float, doc: dict[str, Any]
+    ) -> tuple[Verdict, list[GroupReport]]:
+        """The moved groups' consumers back on A, until each processed every record A
+        acknowledged (the divergent ones included), then judged: nothing never
+        processed, and nothing processed twice beyond the failover's repeats and the
+        records it had processed on A before the disaster without committing them
+        (at-least-once: those at or past where `mm failback` resumed it)."""
+        if not groups:
+            return Verdict(False, ("no group came back to A",)), []
+        on_a = self._client("source", "consumer")
+        consumers = [GroupConsumer(w.logs[g], "A", on_a, w.topic) for g in groups]
+        for c in consumers:
+            c.start()
+        acked = set(w.acked())
+        caught: dict[str, float | None] = dict.fromkeys(groups)
+        deadline = time.monotonic() + RESUME_WAIT_S
+        while time.monotonic() < deadline and any(v is None for v in caught.values()):
+            time.sleep(0.5)
+            self._sample(w)
+            for g in groups:
+                if caught[g] is None and acked <= {p.record for p in w.logs[g].snapshot()}:
+                    caught[g] = time.time() - moved_at
+        for c in consumers:
+            c.stop()
+        for c in consumers:
+            c.join(30)
+        figures, reports, allowed = [], [], {}
+        for g in groups:
+            done = w.logs[g].snapshot()
+            before = [p.record for p in done if p.at < moved_at]
+            after = [p.record for p in done if p.at >= moved_at]
+            done_on_a = [
+                (p.partition, p.offset) for p in done if p.cluster == "A" and p.at < moved_at
+            ]
+            allowed[g] = (
+                len(before) - len(set(before)) + twice_bound(done_on_a, _resume_points(doc, g))
+            )
+            fig = group_figures(g, before, after, acked)
+            first = next((p.at for p in done if p.at >= moved_at), None)
+            figures.append(fig)
+            reports.append(
+                GroupReport(
+                    fig,
+                    rto_first_s=None if first is None else round(first - moved_at, 3),
+                    rto_caught_up_s=caught[g],
+                )
+            )
+        errors = [f"group {c.log.group} on A: {c.error}" for c in consumers if c.error]
+        verdict = judge_failover(figures, allowed)
+        return Verdict(verdict.passed and not errors, (*verdict.reasons, *errors)), reports
 
     def _fail_a(self) -> float:
         """The embedded disaster: A's broker frozen or killed; returns when."""
@@ -758,6 +837,21 @@ def _resume_points(doc: dict[str, Any], group: str) -> dict[int, int | None]:
         if g.get("group") == group:
             return {int(r["partition"]): r.get("after") for r in g.get("partitions", [])}
     return {}
+
+
+def groups_back(doc: dict[str, Any]) -> dict[str, str | None]:
+    """Per group `mm failback` reported: None when its position on A is exact (moved
+    or already there, every partition translated exactly), else why not."""
+    out: dict[str, str | None] = {}
+    for g in doc.get("groups") or []:
+        inexact = [p for p in g.get("partitions", []) if not p.get("exact")]
+        if g.get("status") not in ("moved", "unchanged"):
+            out[g["group"]] = f"not moved ({g.get('status')})"
+        elif inexact:
+            out[g["group"]] = f"{len(inexact)} partition(s) not exact"
+        else:
+            out[g["group"]] = None
+    return out
 
 
 def _quarantined(directory: Path) -> set[RecordId]:

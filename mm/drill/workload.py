@@ -174,10 +174,12 @@ class GroupLog:
 class GroupConsumer(threading.Thread):
     """One member of ``group`` on one cluster, processing at its group's speed.
 
-    ``delay`` seconds per record (0: as fast as it can); ``stop_after`` seconds of
-    running makes it stop for good (the group "stopped half-way"). It commits what it
-    processed every ``commit_every`` seconds and when it stops, never before
-    processing (at-least-once).
+    ``delay`` seconds per record (0: as fast as it can); ``stop_after`` seconds after
+    its first record makes it stop for good (the group "stopped half-way"). Counted
+    from the first record, not the start: a member that leaves before its group's
+    join completes leaves the embedded broker's group unable to complete a join again.
+    It commits what it processed every ``commit_every`` seconds and when it stops,
+    never before processing (at-least-once).
     """
 
     def __init__(
@@ -218,8 +220,8 @@ class GroupConsumer(threading.Thread):
                 **_SILENT,
             }
         )
-        started = time.monotonic()
-        last_commit = started
+        last_commit = time.monotonic()
+        processing_since: float | None = None
         dirty = False
         # next offset per partition after what was *processed*: a plain commit() would
         # commit the position, past records fetched but not processed yet
@@ -227,7 +229,11 @@ class GroupConsumer(threading.Thread):
         try:
             consumer.subscribe([self.topic])
             while not self._halt.is_set():
-                if self.stop_after is not None and time.monotonic() - started > self.stop_after:
+                if (
+                    self.stop_after is not None
+                    and processing_since is not None
+                    and time.monotonic() - processing_since > self.stop_after
+                ):
                     break
                 for m in consumer.consume(100, 0.2):
                     err = m.error()
@@ -242,6 +248,7 @@ class GroupConsumer(threading.Thread):
                         self._halt.wait(self.delay)
                     now = time.time()
                     self.first_at = self.first_at or now
+                    processing_since = processing_since or time.monotonic()
                     where = (m.partition() or 0, m.offset() or 0)  # set on fetched records
                     self.log.add(Processed(decoded[0], self.cluster, *where, now))
                     done[where[0]] = where[1] + 1
@@ -335,3 +342,58 @@ def wait_until(check: Callable[[], bool], timeout: float, step: float = 0.25) ->
             return True
         time.sleep(step)
     return check()
+
+
+def end_dead_sessions(
+    client: Mapping[str, str], groups: list[str], topic: str, timeout: float
+) -> dict[str, str | None]:
+    """Join each group and leave it politely, so it is Empty; per group None, or why not.
+
+    The drill's consumers on A died with it and never left their groups. Apache Kafka
+    ends such members' sessions after ``session.timeout.ms``; the embedded broker keeps
+    the group STABLE for ever, and `mm failback` rightly refuses a group that is not
+    idle. A member that joins, is assigned and leaves takes the dead ones out with it.
+    Nothing is committed (auto-commit off). The groups join at the same time: a join
+    can take a session timeout.
+    """
+    results: dict[str, str | None] = {}
+
+    def one(group: str) -> None:
+        consumer = new_consumer(
+            {
+                **client,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                **_SILENT,
+            }
+        )
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + timeout
+            while not consumer.assignment() and time.monotonic() < deadline:
+                consumer.poll(0.2)
+            results[group] = None if consumer.assignment() else f"not assigned in {timeout:.0f}s"
+        except KafkaException as exc:
+            results[group] = str(exc)
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=one, args=(g,), daemon=True) for g in groups]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 30)
+    return {g: results.get(g, "did not finish") for g in groups}
+
+
+def restart_transactional(client: Mapping[str, str], transactional_id: str, timeout: float) -> None:
+    """What a transactional application does when it starts again on A: initialise a
+    producer with its transactional.id. That fences the producer that died with A and
+    aborts the transaction it left open, which otherwise holds every read_committed
+    reader of those partitions below it (Apache Kafka aborts it on its own after
+    ``transaction.timeout.ms``; the embedded broker never does)."""
+    producer = new_producer({**client, "transactional.id": transactional_id, **_SILENT})
+    producer.init_transactions(timeout)
+    producer.flush(timeout)

@@ -4,10 +4,14 @@ syncs read backwards), the reverse flow's forward translation, the per-group pla
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from mm.checkpoint.store import PartitionHistory
 from mm.config import MirrorConfig
 from mm.dr.failback import (
+    AHEAD_ON_A,
+    AT_FAILOVER_POINT,
     LOCAL,
     REMOTE,
     Back,
@@ -15,14 +19,22 @@ from mm.dr.failback import (
     forward_offset,
     history,
     identity_overlap,
-    inverse_from_history,
     inverse_offset,
+    inverse_with_tail,
+    keep_ahead,
     not_exact,
     plan_group,
+    tail_offset,
     translations,
 )
 
 pytestmark = pytest.mark.unit
+
+
+def _no_tail(up: int, down: int) -> tuple[list[int], list[int]]:
+    """Nothing after the last sync on either side (its syncs all arrived)."""
+    return [], []
+
 
 # Source offsets 0-9 mirrored in one transaction (target 0-9, its commit marker at
 # 10); source offset 10 is a marker on A; 11-14 mirrored in the next transaction
@@ -32,10 +44,8 @@ DOWNS = [0, 9, 11, 14]
 FIRST = [True, False, True, False]
 
 
-def back(downstream: int, written_after: bool = False) -> Back:
-    return inverse_offset(
-        UPS, DOWNS, downstream, txn_first=FIRST, position=16, written_after=written_after
-    )
+def back(downstream: int) -> Back:
+    return inverse_offset(UPS, DOWNS, downstream, txn_first=FIRST, position=16)
 
 
 def test_at_a_sync_is_its_source_offset() -> None:
@@ -76,10 +86,105 @@ def test_past_the_last_copy_without_a_usable_point() -> None:
     assert bad.offset is None and "not past the last mirrored" in bad.how
 
 
-def test_records_written_after_the_copies_have_no_source_offset() -> None:
-    got = back(20, written_after=True)
+def test_past_the_last_sync_records_are_counted_one_by_one() -> None:
+    # the last transaction's syncs were lost: B holds copies at 16-18 (marker 19) of
+    # A's 17, 18, 20 (A's markers at 16 and 19); the failover point is 22
+    copies, originals = [16, 17, 18], [17, 18, 20]
+    assert [tail_offset(copies, originals, 22, d).offset for d in range(15, 22)] == [
+        17,  # B's marker before the copies
+        17,
+        18,
+        20,
+        22,  # B's marker after the last copy
+        22,
+        22,
+    ]
+    assert tail_offset(copies, originals, 22, 17).exact
+    assert tail_offset([], [], 22, 30) == Back(
+        22, True, "past the last mirrored record: the failover point"
+    )
+
+
+def test_past_the_last_sync_counts_that_differ_give_no_answer() -> None:
+    # a record on B no mirror copied from A (the identity policy's shared names)
+    got = tail_offset([16, 17, 18, 19], [17, 18, 20], 22, 16)
     assert got.offset is None and not got.exact
-    assert "did not come from the source" in got.how
+    assert "holds 4 records and the source 3" in got.how
+    assert tail_offset([16], [17], None, 16).offset is None
+
+
+def test_the_tail_is_read_only_past_the_last_sync() -> None:
+    h = history(zip(UPS, DOWNS, FIRST, strict=True))
+    asked: list[tuple[int, int]] = []
+
+    def tail(up: int, down: int) -> tuple[list[int], list[int]]:
+        asked.append((up, down))
+        return [16, 17], [16, 17]
+
+    assert inverse_with_tail(h, 13, 18, tail).offset == 13 and not asked
+    assert inverse_with_tail(h, 15, 18, tail).offset == 16 and asked == [(14, 14)]
+    assert inverse_with_tail(h, 17, 18, tail).offset == 17
+    assert inverse_with_tail(h, 18, 18, tail).offset == 18
+    # a failover point not past the last sync is an error, not a tail
+    bad = inverse_with_tail(h, 15, 14, tail)
+    assert bad.offset is None and "not past the last mirrored" in bad.how
+
+
+@st.composite
+def mirrored_logs(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[int, int, bool]], list[tuple[int, int]], int, int]:
+    """A source partition (records and gaps), the mirror's transactions copying a
+    prefix of it to the target (each followed by its commit marker), syncs for the
+    first and last record of every run, the last transactions' syncs lost.
+
+    Returns (kept syncs, copies as (source, target), failover point, lost count)."""
+    kinds = draw(st.lists(st.booleans(), min_size=1, max_size=40))  # True: a record
+    records = [o for o, is_record in enumerate(kinds) if is_record]
+    assume(records)
+    mirrored = records[: draw(st.integers(1, len(records)))]
+    cuts = sorted(draw(st.sets(st.integers(1, len(mirrored)), max_size=5)) | {len(mirrored)})
+    txns, start = [], 0
+    for cut in cuts:
+        if cut > start:
+            txns.append(mirrored[start:cut])
+            start = cut
+    syncs: list[list[tuple[int, int, bool]]] = []
+    copies: list[tuple[int, int]] = []
+    target = 0
+    for txn in txns:
+        these: list[tuple[int, int, bool]] = []
+        for i, u in enumerate(txn):
+            copies.append((u, target + i))
+            run_start = i == 0 or txn[i - 1] != u - 1
+            run_end = i == len(txn) - 1 or txn[i + 1] != u + 1
+            if run_start or run_end:
+                these.append((u, target + i, i == 0))
+        syncs.append(these)
+        target += len(txn) + 1  # the commit marker
+    lost = draw(st.integers(0, len(txns) - 1))
+    kept = [s for these in syncs[: len(syncs) - lost] for s in these]
+    # the mirror's position: past its last copy, and past any gap it read after it
+    last = mirrored[-1]
+    following = records[len(mirrored)] if len(records) > len(mirrored) else len(kinds)
+    position = draw(st.integers(last + 1, following))
+    return kept, copies, position, target
+
+
+@given(mirrored_logs())
+def test_every_target_offset_goes_back_to_the_next_record_it_would_read(
+    log: tuple[list[tuple[int, int, bool]], list[tuple[int, int]], int, int],
+) -> None:
+    kept, copies, position, end = log
+    h = history(kept)
+
+    def tail(up: int, down: int) -> tuple[list[int], list[int]]:
+        return [d for _u, d in copies if d > down], [u for u, _d in copies if up < u < position]
+
+    for d in range(kept[0][1], end + 2):
+        want = next((u for u, t in copies if t >= d), position)
+        got = inverse_with_tail(h, d, position, tail)
+        assert (got.offset, got.exact) == (want, True), (d, got)
 
 
 def test_below_the_oldest_sync_and_without_syncs() -> None:
@@ -123,11 +228,11 @@ def test_history_with_pending_syncs_of_the_last_transaction() -> None:
     assert (ups, downs) == ([0, 4, 5, 9], [0, 4, 6, 10])
     assert first == [True, False, True, False]
     assert complete[2:] == [False, True]
-    got = inverse_from_history(h, 5, 10, False)
+    got = inverse_with_tail(h, 5, 10, _no_tail)
     assert (got.offset, got.exact) == (5, True)  # between 4 and 5: nothing else on A
-    assert inverse_from_history(h, 8, 10, False).offset == 7
-    assert inverse_from_history(h, 11, 10, False).offset == 10
-    assert inverse_from_history(None, 3, 10, False).offset is None
+    assert inverse_with_tail(h, 8, 10, _no_tail).offset == 7
+    assert inverse_with_tail(h, 11, 10, _no_tail).offset == 10
+    assert inverse_with_tail(None, 3, 10, _no_tail).offset is None
 
 
 def test_history_takes_a_rewind_as_the_checkpoint_store_does() -> None:
@@ -203,3 +308,17 @@ def test_the_reverse_flow_as_configured() -> None:
     cfg = _cfg("B->A.enabled = true\nB->A.topics = orders\n")
     rev = reverse_flow(cfg, cfg.flow("A", "B"))
     assert (rev.name, rev.topics) == ("B->A", ("orders",))
+
+
+def test_a_group_already_past_the_failover_point_on_a_keeps_its_offset() -> None:
+    def row(before: int | None, after: int, how: str, kind: str = REMOTE) -> BackRow:
+        return BackRow("g", "A.t", 0, 50, kind, "t", after, True, how, before)
+
+    ahead = row(218, 216, AT_FAILOVER_POINT)  # processed 216-217 on A before the disaster
+    behind = row(210, 216, AT_FAILOVER_POINT)
+    inside = row(300, 40, "inside a mirrored run")  # not caught up on B: goes back
+    local = row(300, 216, AT_FAILOVER_POINT, LOCAL)
+    new = row(None, 216, AT_FAILOVER_POINT)
+    keep_ahead([ahead, behind, inside, local, new])
+    assert (ahead.after, ahead.how) == (218, AHEAD_ON_A)
+    assert [r.after for r in (behind, inside, local, new)] == [216, 40, 216, 216]
