@@ -472,33 +472,14 @@ class _Back:
         ``topic`` (to its end) and on A's ``a_topic`` (below the failover point)."""
         key = (topic, partition)
         if key not in self._tails:
-            copies = _committed_offsets(
+            copies = reads.committed_offsets(
                 self.b_admin, self.flow.target, topic, partition, down + 1, 1 << 62, self.timeout
             )
-            originals = _committed_offsets(
+            originals = reads.committed_offsets(
                 self.a_admin, self.flow.source, a_topic, partition, up + 1, position, self.timeout
             )
             self._tails[key] = (copies, originals)
         return self._tails[key]
-
-
-def _committed_offsets(
-    admin_conf: dict[str, Any],
-    cluster: str,
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    timeout: float,
-) -> list[int]:
-    """Offsets of the committed records of ``topic[partition]`` in ``[start, end)``
-    (raw read, Apache Kafka's read_committed rule; ``end`` past the high watermark
-    reads to it)."""
-    meta = reads.cluster_meta(admin_conf, f"cluster {cluster}", timeout)
-    address = meta.leader(topic, partition, f"cluster {cluster}")
-    with Connection(address, timeout, client_id="mm-failback") as conn:
-        found = scan_committed(conn, topic, partition, start, end, ScanStats(), timeout=timeout)
-        return [r.offset for r in found]
 
 
 def _flow_histories(

@@ -79,6 +79,7 @@ from mm.drill.report import (
 from mm.drill.workload import (
     GroupConsumer,
     GroupLog,
+    Processed,
     SeqProducer,
     TargetWatcher,
     decode,
@@ -88,6 +89,7 @@ from mm.drill.workload import (
 )
 from mm.embedded import EmbeddedClusters
 from mm.errors import MirrorError
+from mm.verify.reads import committed_offsets
 
 SCENARIOS = ("switchover", "failover", "failback")
 PARTITIONS = 6
@@ -508,6 +510,44 @@ class Drill:
         self.series.latency_ms.extend((k / 2, ms) for k, ms in sorted(buckets.items()))
         return [ms for _, ms in samples]
 
+    def _kafka_view(self, w: _Workload, clusters: Sequence[str]) -> list[str]:
+        """Drops the deliveries on ``clusters`` ("A", "B") of records that are not
+        committed there by Apache Kafka's read_committed rule (raw log read): the
+        embedded broker serves a transaction's records before it is aborted (the
+        mirror's, when a range fails and is retried; a producer's that died), and
+        Apache Kafka never does. The figures are then what Kafka's consumers would
+        have seen. Returns a sentence per cluster where something was dropped."""
+        where = {
+            "A": (self._client("source", "admin"), self.names.source, w.topic),
+            "B": (self._client("target", "admin"), self.names.target, self.remote(w.topic)),
+        }
+        notes = []
+        for cluster in clusters:
+            admin, alias, topic = where[cluster]
+            seen = {
+                (p.partition, p.offset)
+                for log in w.logs.values()
+                for p in log.snapshot()
+                if p.cluster == cluster
+            }
+            if cluster == "B":
+                seen |= set(w.watcher.snapshot().values())
+            if not seen:
+                continue
+            visible: set[tuple[int, int]] = set()
+            for part in sorted({p for p, _ in seen}):
+                low = min(o for p, o in seen if p == part)
+                offsets = committed_offsets(admin, alias, topic, part, low, 1 << 62, 30.0)
+                visible.update((part, o) for o in offsets)
+            dropped = _drop_invisible(w, cluster, visible)
+            if dropped:
+                notes.append(
+                    f"{dropped} deliveries on {cluster} of records not committed there (the "
+                    "embedded broker serves transactions' records before their abort; Apache "
+                    "Kafka never does) are not counted"
+                )
+        return notes
+
     # --- scenarios -------------------------------------------------------------------
     def switchover(self) -> ScenarioReport:
         say = self.opts.progress
@@ -540,11 +580,12 @@ class Drill:
         caught = self._until_caught_up(w, consumers, at, 120)
         latency = self._latency_before(w, at)
         w.watcher.stop()
+        notes = self._kafka_view(w, ["B"])
         loss = loss_figures(w.acked(), set(w.watcher.snapshot()), at)
         figures, reports, _ = self._figures(w, at, caught, loss)
         self._keep_records(w, {"switchover": doc})
         verdict = judge_switchover(loss, figures)
-        reasons = list(verdict.reasons)
+        reasons = list(verdict.reasons) + notes
         if res.returncode != 0:
             reasons.append(f"mm switchover exited {res.returncode}: {doc.get('message')}")
         return ScenarioReport(
@@ -599,6 +640,7 @@ class Drill:
         caught = self._until_caught_up(w, consumers, at, 120)
         latency = self._latency_before(w, at)
         w.watcher.stop()
+        notes = self._kafka_view(w, ["B"])
         acked = w.acked()
         loss = loss_figures(acked, set(w.watcher.snapshot()), at)
         figures, reports, lost = self._figures(w, at, caught, loss)
@@ -613,7 +655,7 @@ class Drill:
         self._failover_extra = {"failover": doc, "twice_allowed": allowed}
         self._keep_records(w, self._failover_extra)
         verdict: Verdict = judge_failover(figures, allowed)
-        reasons = list(verdict.reasons)
+        reasons = list(verdict.reasons) + notes
         point = doc.get("failover_point") or {}
         estimate = sum(int(r.get("loss_offsets") or 0) for r in point.get("partitions", []))
         reasons_info = (
@@ -704,14 +746,14 @@ class Drill:
                     self._client("source", "producer"), p.transactional_id, SESSION_WAIT_S
                 )
         say(f"failback: {len(moved)} groups back on A, resuming there")
-        verdict, reports = self._resume_on_a(w, moved, moved_at, doc)
+        verdict, reports, notes = self._resume_on_a(w, moved, moved_at, doc)
         reasons += verdict.reasons
         # the records file again, with what the groups processed back on A
         self._keep_records(w, {**self._failover_extra, "failback": doc, "back_at": moved_at})
         return ScenarioReport(
             "failback",
             res.returncode == 0 and not missing and not reasons,
-            reasons,
+            reasons + notes,
             None,
             moved_at,
             # of what the failover lost: how many the quarantine holds, how many it
@@ -723,14 +765,14 @@ class Drill:
 
     def _resume_on_a(
         self, w: _Workload, groups: list[str], moved_at: float, doc: dict[str, Any]
-    ) -> tuple[Verdict, list[GroupReport]]:
+    ) -> tuple[Verdict, list[GroupReport], list[str]]:
         """The moved groups' consumers back on A, until each processed every record A
         acknowledged (the divergent ones included), then judged: nothing never
         processed, and nothing processed twice beyond the failover's repeats and the
         records it had processed on A before the disaster without committing them
         (at-least-once: those at or past where `mm failback` resumed it)."""
         if not groups:
-            return Verdict(False, ("no group came back to A",)), []
+            return Verdict(False, ("no group came back to A",)), [], []
         on_a = self._client("source", "consumer")
         consumers = [GroupConsumer(w.logs[g], "A", on_a, w.topic) for g in groups]
         for c in consumers:
@@ -748,6 +790,7 @@ class Drill:
             c.stop()
         for c in consumers:
             c.join(30)
+        notes = self._kafka_view(w, ["A", "B"])
         figures, reports, allowed = [], [], {}
         for g in groups:
             done = w.logs[g].snapshot()
@@ -771,7 +814,7 @@ class Drill:
             )
         errors = [f"group {c.log.group} on A: {c.error}" for c in consumers if c.error]
         verdict = judge_failover(figures, allowed)
-        return Verdict(verdict.passed and not errors, (*verdict.reasons, *errors)), reports
+        return Verdict(verdict.passed and not errors, (*verdict.reasons, *errors)), reports, notes
 
     def _fail_a(self) -> float:
         """The embedded disaster: A's broker frozen or killed; returns when."""
@@ -837,6 +880,17 @@ def _resume_points(doc: dict[str, Any], group: str) -> dict[int, int | None]:
         if g.get("group") == group:
             return {int(r["partition"]): r.get("after") for r in g.get("partitions", [])}
     return {}
+
+
+def _drop_invisible(w: _Workload, cluster: str, visible: set[tuple[int, int]]) -> int:
+    """Forget ``cluster``'s deliveries (and on B the watcher's copies) outside ``visible``."""
+
+    def invisible(p: Processed) -> bool:
+        return p.cluster == cluster and (p.partition, p.offset) not in visible
+
+    if cluster == "B":
+        w.watcher.forget(lambda where: where not in visible)
+    return sum(log.drop(invisible) for log in w.logs.values())
 
 
 def groups_back(doc: dict[str, Any]) -> dict[str, str | None]:

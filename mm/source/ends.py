@@ -21,7 +21,7 @@ from typing import Any
 Key = tuple[str, int]
 
 ENDS_TOPIC = "mm-mirror-ends.{source}.internal"
-PUBLISH_INTERVAL_S = 5.0
+PUBLISH_INTERVAL_S = 1.0  # the loss estimate is at most this stale (plus one read)
 ENDS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
@@ -116,7 +116,7 @@ class EndsRefresher(threading.Thread):
         publisher: EndsPublisher,
         read: Callable[[Sequence[Key]], Mapping[Key, int]],
         log: Callable[..., None] | None = None,
-        step: float = 1.0,
+        step: float = 0.25,
     ) -> None:
         super().__init__(name="mm-mirror-ends", daemon=True)
         self._publisher, self._read, self._log, self._step = publisher, read, log, step

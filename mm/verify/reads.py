@@ -181,3 +181,23 @@ def read_record(
     except (RawLogError, OSError):
         return None
     return None
+
+
+def committed_offsets(
+    admin_conf: Mapping[str, Any],
+    cluster: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    timeout: float,
+    client_id: str = "mm",
+) -> list[int]:
+    """Offsets of the committed records of ``topic[partition]`` in ``[start, end)``
+    (raw read, Apache Kafka's read_committed rule; ``end`` past the high watermark
+    reads to it)."""
+    meta = cluster_meta(admin_conf, f"cluster {cluster}", timeout)
+    address = meta.leader(topic, partition, f"cluster {cluster}")
+    with Connection(address, timeout, client_id=client_id) as conn:
+        found = scan_committed(conn, topic, partition, start, end, ScanStats(), timeout=timeout)
+        return [r.offset for r in found]
