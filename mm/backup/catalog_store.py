@@ -16,7 +16,11 @@ The document is first written in full to ``_tmp/<token>.json``, then published:
 
 * **local filesystems**: a hard link from the temporary file to the version's
   name, which fails if the name exists: an atomic create-if-absent, no race;
-* **object stores (S3)**: ``pyarrow.fs`` offers no create-if-absent. The commit
+* **S3 with a conditional put** (``conditional_put``, e.g. :class:`S3ConditionalPut`):
+  the document is written straight to the version's name with S3's
+  ``If-None-Match: *``, which S3 refuses when the name exists: an atomic
+  create-if-absent, no race;
+* **other object stores**: ``pyarrow.fs`` offers no create-if-absent. The commit
   checks that the version does not exist, copies the document to it (an object
   appears whole), then reads it back: if the ``writer`` token is another's, a
   later write replaced ours and we lost. The last writer's document stands.
@@ -24,10 +28,9 @@ The document is first written in full to ``_tmp/<token>.json``, then published:
   copy lands can both read back their own document, if the first reads back
   before the second's copy lands: the first then believes it committed while
   the second overwrote it. The window is the time from one writer's existence
-  check to the end of its copy (tens of milliseconds on S3); the backup's
-  partition assignment (one job per partition) is what keeps writers apart, this
-  check only catches the overlaps it sees. A conditional PUT (S3's
-  ``If-None-Match: *``) would close it, outside ``pyarrow.fs``.
+  check to the end of its copy; the backup's partition assignment (one job per
+  partition) is what keeps writers apart, this check only catches the overlaps it
+  sees.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pyarrow.fs as pafs
@@ -66,15 +70,48 @@ def _move(fs: pafs.FileSystem, src: str, dst: str) -> None:
     fs.move(src, dst)
 
 
+class S3ConditionalPut:
+    """Create-if-absent on S3 with a boto3 client: ``put(path, data)`` is True when
+    the object was created, False when one of that name already existed.
+
+    ``path`` is a ``pyarrow.fs.S3FileSystem`` path, ``bucket/key``.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __call__(self, path: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = path.partition("/")
+        try:
+            self._client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            # 409 ConditionalRequestConflict: a concurrent conditional put is in flight
+            if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
+
+
 class FsCatalogStore:
     """:class:`CatalogStore` on a ``pyarrow.fs`` filesystem (see the module docstring).
 
     ``exclusive_create``: publish by hard link (an atomic create-if-absent); by
-    default True on a ``LocalFileSystem`` and False elsewhere.
+    default True on a ``LocalFileSystem`` and False elsewhere. ``conditional_put``:
+    publish with it (:class:`S3ConditionalPut`) instead of write-then-read-back.
     """
 
-    def __init__(self, fs: pafs.FileSystem, *, exclusive_create: bool | None = None) -> None:
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        *,
+        exclusive_create: bool | None = None,
+        conditional_put: Callable[[str, bytes], bool] | None = None,
+    ) -> None:
         self._fs = fs
+        self._put = conditional_put
         local = isinstance(fs, pafs.LocalFileSystem)
         self._exclusive = local if exclusive_create is None else exclusive_create
         if self._exclusive and not local:
@@ -125,6 +162,11 @@ class FsCatalogStore:
         doc = {"version": version, "writer": token, "catalog": catalog_to_dict(catalog)}
         tmp = f"{ref.catalog_dir}/{TMP_DIR}/{token}.json"
         final = f"{ref.catalog_dir}/{version_name(version)}"
+        if self._put is not None:
+            data = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+            if not self._put(final, data):
+                raise ConcurrentCommitError(str(ref), expected_version, self.latest_version(ref))
+            return version
         self._fs.create_dir(f"{ref.catalog_dir}/{TMP_DIR}", recursive=True)
         with self._fs.open_output_stream(tmp) as out:
             out.write(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode())
