@@ -74,6 +74,11 @@ A.bootstrap.servers). Jobs keep Spark checkpoints and state under mm.state.dir
 (default: {DEFAULT_STATE_DIR_HELP} under the working directory).
 Exit codes: 0 ok, 1 failure or refused operation, 2 invalid configuration or usage.
 """
+# commands that read no configuration file (they start or use embedded clusters)
+NO_CONFIG = {"embedded", "demo"}
+EPILOG_NO_CONFIG = (
+    "Exit codes: 0 ok, 1 failure or refused operation, 2 invalid configuration or usage.\n"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=help_text,
             description=help_text,
-            epilog=EPILOG,
+            epilog=EPILOG_NO_CONFIG if name in NO_CONFIG else EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_parser(sp)

@@ -27,5 +27,15 @@ class ConfigError(MirrorError):
         super().__init__(f"invalid config {key}={shown}: expected {expected}")
 
 
+class ConfigFileError(ConfigError):
+    """The configuration file itself cannot be read (exit code 2)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        expected = "a readable MirrorMaker 2 properties file (-c FILE or MM_CONFIG)"
+        super().__init__("-c", path, expected)
+        # one sentence, not "invalid config config file=...": the file is the problem
+        self.args = (f"cannot read the configuration file {path!r}: {reason}; expected {expected}",)
+
+
 class UsageError(MirrorError):
     """The command line asks for something impossible (exit code 2)."""

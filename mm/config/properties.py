@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from mm.errors import ConfigError
+from mm.errors import ConfigError, ConfigFileError
 
 __all__ = ["load_properties", "parse_properties"]
 
@@ -55,9 +55,7 @@ def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
         data = file.read_bytes()
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
-        raise ConfigError(
-            "config file", str(file), f"a readable properties file ({reason})"
-        ) from None
+        raise ConfigFileError(str(file), reason) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

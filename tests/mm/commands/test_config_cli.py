@@ -170,13 +170,19 @@ def test_check_reports_bad_config_in_one_line(
 
 def test_check_reports_nonexistent_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.properties"
-    line = assert_one_line_error(
-        mm("config", "check", "-c", str(missing)),
-        "config file",
-        str(missing),
-        "a readable properties file",
-    )
-    assert "No such file" in line
+    proc = mm("config", "check", "-c", str(missing))
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr.splitlines() == [
+        f"mm config: cannot read the configuration file {str(missing)!r}: No such file or "
+        "directory; expected a readable MirrorMaker 2 properties file (-c FILE or MM_CONFIG)"
+    ]
+
+
+def test_help_of_commands_without_a_config_file_does_not_describe_one() -> None:
+    for command in ("embedded", "demo"):
+        out = mm(command, "--help").stdout
+        assert "properties" not in out and "Exit codes:" in out, out
+    assert "connect-mirror-maker.properties" in mm("mirror", "--help").stdout
 
 
 @pytest.mark.parametrize(
