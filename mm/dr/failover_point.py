@@ -98,15 +98,20 @@ def failover_point(
     ends_seen_ms: int | None,
     newest_ms: Mapping[Key, int | None],
     remote: Callable[[str], str],
+    mirrored: Callable[[str], bool] = lambda _topic: True,
 ) -> FailoverPoint:
     """The point from the mirror's positions and the ends it saw (both keyed by source
     partition) and the newest mirrored timestamps (keyed by source partition).
 
-    With published ends, the point covers the partitions the mirror planned last (a
-    position left by a topic it no longer mirrors is not part of it); without, every
-    partition the mirror has a position for, its loss unknown.
+    The point covers the partitions of the topics the flow mirrors (``mirrored``, the
+    configured topic filter) that have a position or a published end: a position
+    left by a topic the flow no longer mirrors is not part of it, and neither is an
+    end published by a mirror of another topic list. A partition the published ends
+    do not cover (none published, or an older publication than its position) is kept
+    with its loss unknown, never dropped: failback must know every mirrored partition.
     """
-    keys = sorted(set(ends_seen) if ends_seen is not None else set(positions))
+    ends_keys = set(ends_seen) if ends_seen is not None else set()
+    keys = sorted(k for k in set(positions) | ends_keys if mirrored(k[0]))
     point = FailoverPoint(flow, source, target, recorded_ms, ends_seen_ms)
     for t, p in keys:
         pos = positions.get((t, p))

@@ -119,7 +119,7 @@ def read_failover_point(cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> 
     positions = {(policy.upstream_topic(tt) or tt, p): pos for (tt, p), pos in committed.items()}
     conf = target.librdkafka("consumer")
     seen = newest_ends(conf, flow, timeout)
-    keys = set(positions) | set(seen.ends if seen else {})
+    keys = {k for k in set(positions) | set(seen.ends if seen else {}) if flow.topic_filter(k[0])}
     newest: dict[Key, int | None] = {}
     consumer = reader(conf)
     try:
@@ -138,6 +138,7 @@ def read_failover_point(cfg: MirrorConfig, flow: FlowConfig, timeout: float) -> 
         seen.time_ms if seen else None,
         newest,
         lambda t: policy.format_remote_topic(flow.source, t),
+        flow.topic_filter,
     )
 
 

@@ -98,9 +98,9 @@ def test_failback_quarantines_the_divergence_and_leaves_every_group_on_a_exact(
     res = run_mm(props, "failover", "--groups", f"fb-none-{suffix}", "--json")
     assert res.returncode == 1, res.describe()  # no group has checkpoints; the point is kept
     point = json.loads(res.stdout)["failover_point"]
-    assert {r["partition"]: r["mirrored_to"] for r in point["partitions"]} == dict.fromkeys(
-        range(PARTITIONS), MIRRORED
-    )
+    assert {(r["topic"], r["partition"]): r["mirrored_to"] for r in point["partitions"]} == {
+        (topic, p): MIRRORED for p in range(PARTITIONS)
+    }
 
     # after the failover: A takes records nobody mirrors, B takes its own
     _produce(a, topic, DIVERGENT, "late")

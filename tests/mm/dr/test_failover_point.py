@@ -23,12 +23,14 @@ def test_loss_is_the_ends_seen_minus_the_mirrored_positions() -> None:
         "A",
         "B",
         1_000_000,
-        # ("w", 0): a topic the mirror no longer plans
+        # ("w", 0): a topic the flow no longer mirrors
         positions={("t", 0): 100, ("t", 1): 40, ("u", 0): 7, ("w", 0): 5},
-        ends_seen={("t", 0): 100, ("t", 1): 55, ("u", 0): 9, ("v", 0): 3},
+        # ("z", 0): published by a mirror of another topic list
+        ends_seen={("t", 0): 100, ("t", 1): 55, ("u", 0): 9, ("v", 0): 3, ("z", 0): 8},
         ends_seen_ms=990_000,
         newest_ms={("t", 0): 980_000, ("t", 1): 960_000, ("u", 0): None, ("v", 0): None},
         remote=remote,
+        mirrored=lambda t: t in "tuv",
     )
     rows = {(p.topic, p.partition): p for p in point.partitions}
     assert sorted(rows) == [("t", 0), ("t", 1), ("u", 0), ("v", 0)]
@@ -49,6 +51,31 @@ def test_without_published_ends_the_loss_is_unknown_not_zero() -> None:
     (row,) = point.partitions
     assert row.mirrored_to == 10 and row.source_end_seen is None
     assert row.loss_offsets is None and point.loss_offsets is None
+
+
+def test_a_mirrored_partition_the_ends_miss_is_kept_with_its_loss_unknown() -> None:
+    """A publication older than a partition's position (the newest one lost, or from a
+    run of another topic list) must not drop the partition: failback needs its
+    position to know what diverged."""
+    point = failover_point(
+        "A->B",
+        "A",
+        "B",
+        5,
+        positions={("t", 0): 60, ("t", 1): 60, ("old", 0): 99},
+        ends_seen={("old", 0): 99},
+        ends_seen_ms=4,
+        newest_ms={},
+        remote=remote,
+        mirrored=lambda t: t == "t",
+    )
+    rows = {(p.topic, p.partition): p for p in point.partitions}
+    assert sorted(rows) == [("t", 0), ("t", 1)]
+    assert [(r.mirrored_to, r.source_end_seen, r.loss_offsets) for r in rows.values()] == [
+        (60, None, None),
+        (60, None, None),
+    ]
+    assert point.loss_offsets is None
 
 
 def test_failover_point_round_trip() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
 from mm_client.records import Heartbeat
 from support.clusters import KafkaCluster
 from support.mirror import partition_count, topic_configs
@@ -112,6 +113,14 @@ def test_once_writes_one_mm2_heartbeat_per_flow(
         assert record_ts == hb.timestamp
 
 
+def _beats_if_any(bootstrap: str, since_ms: int) -> list[tuple[Heartbeat, int]]:
+    """:func:`_beats_since`, or none while the job has not created `heartbeats` yet."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if "heartbeats" not in admin.list_topics(timeout=10).topics:
+        return []
+    return _beats_since(bootstrap, since_ms)
+
+
 @pytest.mark.integration
 def test_runs_at_the_interval_until_sigterm(cluster_c: KafkaCluster, tmp_path: Path) -> None:
     cfg = _props(
@@ -128,7 +137,13 @@ def test_runs_at_the_interval_until_sigterm(cluster_c: KafkaCluster, tmp_path: P
         text=True,
     )
     try:
-        time.sleep(4.5)
+        # wait for three beats rather than a fixed time: on a loaded machine the
+        # process can take seconds to start, and that is not what is tested here
+        deadline = time.monotonic() + 60
+        while len(_beats_if_any(cluster_c.bootstrap_servers, before)) < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "fewer than 3 heartbeats in 60 s"
+            time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=15)
     finally:
