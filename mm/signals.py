@@ -33,3 +33,25 @@ def stop_on_signals(
             signal.signal(sig, prev)
 
     return restore
+
+
+class terminate_as_interrupt:
+    """Within the block, SIGTERM raises KeyboardInterrupt in the main thread, so a
+    command that cleans up in ``finally`` on Ctrl-C (stopping the processes and
+    brokers it started) does the same when a supervisor or ``kill`` stops it; the
+    default action would end the process at once and leave its children running.
+    Outside the main thread it does nothing."""
+
+    def __enter__(self) -> terminate_as_interrupt:
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+
+            def handler(_signum: int, _frame: Any) -> None:
+                raise KeyboardInterrupt
+
+            self._previous = signal.signal(signal.SIGTERM, handler)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)

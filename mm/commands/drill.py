@@ -130,12 +130,17 @@ def run(args: argparse.Namespace) -> int:
         ),
         out,
     )
-    try:
-        report = drill.run()
-    finally:
-        drill.close()
-        if external is not None:
-            _print_cleanup(drill.cleanup, drill.config if args.keep else None)
+    from mm.signals import terminate_as_interrupt
+
+    # SIGTERM as Ctrl-C: the jobs run in their own process groups and the brokers are
+    # ours; without this a `kill` of the drill left them all running
+    with terminate_as_interrupt():
+        try:
+            report = drill.run()
+        finally:
+            drill.close()
+            if external is not None:
+                _print_cleanup(drill.cleanup, drill.config if args.keep else None)
     report = dataclasses.replace(report, cleanup=drill.cleanup)
     json_path = out / "drill-report.json"
     json_path.write_text(to_json(report))

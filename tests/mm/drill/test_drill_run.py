@@ -128,3 +128,73 @@ def test_drill_runs_every_scenario_and_its_figures_match_the_records(tmp_path: P
     )
     assert snap.returncode == 0, snap.stderr
     assert shot.stat().st_size > 20_000
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention ``text`` (zombies left out)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if not _alive(int(pid)):
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(f"{pid}: {cmd[:200]}")
+    return found
+
+
+def test_sigterm_stops_the_drill_with_its_jobs_and_brokers(tmp_path: Path) -> None:
+    """A `kill` of the drill (a supervisor, a CI timeout) ends it as Ctrl-C does: its
+    Spark jobs (their own process groups) and its brokers stop with it."""
+    import signal
+    import time
+
+    out = tmp_path / "drill-term"
+    log = tmp_path / "drill-term.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mm", "drill", "--duration", "60", "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**_env(), "MM_LOG_FORMAT": "json"},
+        )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "waiting for the mirror" in line:
+                break
+        else:
+            raise AssertionError(f"the drill ended before starting its jobs: {proc.wait()}")
+        assert _processes_mentioning(str(out)), "no job of the drill is running"
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 130, rc
+    brokers = [
+        int(event["pid"])
+        for event in map(json.loads, filter(None, log.read_text().splitlines()))
+        if event.get("event") == "embedded cluster started"
+    ]
+    assert len(brokers) == 2, log.read_text()[-3000:]
+    deadline = time.monotonic() + 30
+    while (left := _processes_mentioning(str(out))) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == [], left
+    assert [pid for pid in brokers if _alive(pid)] == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
