@@ -247,7 +247,10 @@ def run_failback(
     if divergence.behind:
         report.problems.append(
             f"{flow.source} ends below the failover point on {len(divergence.behind)} "
-            "partition(s): nothing mirrored back, no group moved"
+            "partition(s): nothing mirrored back, no group moved (on Apache Kafka this "
+            f"means {flow.source} lost records {flow.target} has; some brokers also answer "
+            "a low read_committed end while a transaction is open there: once it has "
+            "ended, or timed out, run mm failback again)"
         )
         return report
     report.reverse = back.catch_up(dry_run)

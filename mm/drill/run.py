@@ -698,6 +698,17 @@ class Drill:
         w = self._failover_workload
         if w is None:
             raise MirrorError("the failback scenario needs the failover scenario")
+        # The transaction the frozen producer left open on A: Apache Kafka aborts it
+        # after transaction.timeout.ms, the embedded broker never does, and while it is
+        # open that broker answers 0 as those partitions' read_committed end (measured;
+        # Kafka answers the transaction's first offset), which mm failback must take for
+        # "A lost records B has". End it as Kafka would, as the restarted application
+        # would too: a producer with its transactional.id fences the dead one.
+        for p in w.producers:
+            if p.txn_size:
+                restart_transactional(
+                    self._client("source", "producer"), p.transactional_id, SESSION_WAIT_S
+                )
         reasons = []
         dead = end_dead_sessions(
             self._client("source", "consumer"), sorted(w.logs), w.topic, SESSION_WAIT_S
@@ -738,13 +749,6 @@ class Drill:
         if set(back) != set(w.logs):
             reasons.append(f"mm failback reported groups {sorted(back)}, not {sorted(w.logs)}")
         moved = sorted(g for g, why in back.items() if why is None and g in w.logs)
-        # the applications start again on A: a transactional one first fences the
-        # producer that died with A, ending the transaction it left open there
-        for p in w.producers:
-            if p.txn_size:
-                restart_transactional(
-                    self._client("source", "producer"), p.transactional_id, SESSION_WAIT_S
-                )
         say(f"failback: {len(moved)} groups back on A, resuming there")
         verdict, reports, notes = self._resume_on_a(w, moved, moved_at, doc)
         reasons += verdict.reasons
