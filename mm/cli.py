@@ -58,6 +58,11 @@ COMMANDS: list[tuple[str, str, str]] = [
         "replication latency, record lag, checkpoint age and truncation per flow; alerts",
     ),
     (
+        "backup",
+        "mm.commands.backup",
+        "back up a cluster's topics and group offsets to Parquet segments (local or S3); list them",
+    ),
+    (
         "verify",
         "mm.commands.verify",
         "prove a mirror complete and exact: records, position, offset syncs, translations, "

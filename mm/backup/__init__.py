@@ -1,6 +1,9 @@
-"""`mm backup`'s storage side: segment files, their layout, the catalog, restore maps.
+"""`mm backup`: Kafka topics to Parquet segments with a per-partition catalog.
 
-Pure of Kafka and Spark: the backup and restore jobs call these modules with
-records they read and a ``pyarrow.fs`` filesystem (local or S3). The format is
-described in docs/backup-format.md.
+The storage side (``layout``, ``segment``, ``catalog``, ``catalog_store``,
+``rebuild``, ``groups``, ``ranges``) is pure of Kafka and Spark: it takes
+records and a ``pyarrow.fs`` filesystem (local or S3); the format is described
+in docs/backup-format.md. The backup pass (``settings``, ``plan`` and
+``segmenter``, pure; ``task`` and ``job``, the Kafka, Spark and storage I/O) is
+described in docs/backup.md.
 """

@@ -118,7 +118,16 @@ class FsCatalogStore:
             raise ValueError("exclusive_create needs a LocalFileSystem (it uses hard links)")
 
     def _versions(self, ref: PartitionRef) -> list[int]:
-        infos = self._fs.get_file_info(pafs.FileSelector(ref.catalog_dir, allow_not_found=True))
+        selector = pafs.FileSelector(ref.catalog_dir, allow_not_found=True)
+        for attempt in range(5):
+            try:
+                infos = self._fs.get_file_info(selector)
+                break
+            except FileNotFoundError:
+                # a concurrent first commit is creating the directory while it is
+                # listed: pyarrow raises despite allow_not_found (seen 1 in 40 races)
+                if attempt == 4:
+                    raise
         found = (_VERSION_FILE.fullmatch(i.base_name) for i in infos if i.is_file)
         return sorted(int(m.group(1)) for m in found if m)
 

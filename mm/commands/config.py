@@ -3,7 +3,8 @@
 ``check`` loads the file as every job does (``MM_*`` environment overrides
 included) and prints the effective settings: clusters, every declared flow, the
 ``spark.*`` and ``mm.*`` keys, the state directory, and what the loader noted
-(ignored or unknown keys). Credentials are always shown as ``******``. An invalid
+(ignored or unknown keys), and the raw ``backup.*`` keys (`mm backup` parses
+them when it runs). Credentials are always shown as ``******``. An invalid
 value is one line on stderr naming key, value and expectation, exit code 2 (the
 CLI's ConfigError handling). Log events of the load become the "notes" of the
 summary instead of going to stderr.
@@ -115,6 +116,7 @@ def _summary(config: MirrorConfig, path: str, events: list[Any]) -> dict[str, An
         "flows": [_flow(f) for f in config.flows],
         "spark": {k: mask_if_secret(k, v) for k, v in config.spark.items()},
         "mm": {f"mm.{k}": mask_if_secret(k, v) for k, v in config.mm.items()},
+        "backup": {f"backup.{k}": mask_if_secret(k, v) for k, v in config.backup.items()},
         "notes": notes,
     }
 
@@ -168,8 +170,8 @@ def render_check(summary: Mapping[str, Any]) -> str:
         lines += [f"  {f['flow']} ({state})", *_aligned(rows, 4)]
     if not summary["flows"]:
         lines.append("  (none declared)")
-    for section in ("spark", "mm"):
-        if summary[section]:
+    for section in ("spark", "mm", "backup"):
+        if summary.get(section):
             lines += ["", section, *_aligned(summary[section], 2)]
     if summary["notes"]:
         lines += ["", "notes"]

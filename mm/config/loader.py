@@ -5,14 +5,18 @@ How each top-level key is read, first rule that applies:
 1. ``clusters``: the aliases.
 2. ``X->Y.<key>``: declares flow X->Y; ``<key>`` overrides the global key for it.
 3. ``spark.*`` -> ``MirrorConfig.spark``; ``mm.state.dir`` -> ``state_dir``; other
-   ``mm.*`` -> ``MirrorConfig.mm``.
+   ``mm.*`` -> ``MirrorConfig.mm``; `mm backup`'s keys (``backup.path`` ...,
+   :data:`mm.backup.settings.BACKUP_KEYS`) -> ``MirrorConfig.backup``, parsed
+   only by `mm backup`.
 4. a global flow key (``topics``, ``emit.checkpoints.interval.seconds`` ...): the
    default for every flow.
 5. ``<alias>.<key>`` for a listed alias: that cluster's client settings.
 6. top-level ``security.protocol``, ``ssl.*``, ``sasl.*``: inherited by every
    cluster that does not set them (as MM2 does).
 7. anything else: kept in ``MirrorConfig.other``; MM2/Connect keys we ignore are
-   logged at info, unknown keys at warning.
+   logged at info, unknown keys at warning. An unknown ``backup.*`` key (no
+   cluster is called ``backup``) also goes to ``MirrorConfig.backup``, warned
+   about with the closest backup key.
 
 Every invalid value raises ``ConfigError(key, value, expected)`` with the key as
 written (``primary->backup.emit.checkpoints.interval.seconds``); secrets show as
@@ -29,6 +33,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from mm.backup.settings import closest_backup_key, is_backup_key
 from mm.config.env import apply_env_overrides
 from mm.config.keys import (
     IGNORED_KEYS,
@@ -120,6 +125,7 @@ def build_config(
     inherited: dict[str, str] = {}
     spark: dict[str, str] = {}
     mm: dict[str, str] = {}
+    backup: dict[str, str] = {}
     other: dict[str, str] = {}
     for key, value in props.items():
         head = key.split(".", 1)[0]
@@ -134,8 +140,16 @@ def build_config(
                 mm[key.removeprefix("mm.")] = value
         elif key in _GLOBAL_FLOW_KEYS:
             continue
+        elif is_backup_key(key):
+            # before the cluster keys: an alias "backup" does not own backup.path
+            backup[key.removeprefix("backup.")] = value
         elif head in cluster_keys and "." in key:
             cluster_keys[head][key.removeprefix(f"{head}.")] = key
+        elif head == "backup" and "." in key:
+            backup[key.removeprefix("backup.")] = value
+            _log().warning(
+                "unknown backup.* setting ignored", key=key, did_you_mean=closest_backup_key(key)
+            )
         elif inherited_client_key(key):
             inherited[key] = value
         else:
@@ -152,6 +166,7 @@ def build_config(
         spark=spark,
         state_dir=_state_dir(props, cwd),
         mm=mm,
+        backup=backup,
         settings=parse_settings(mm, warn=_log().warning),
         other=other,
         config_path=config_path,

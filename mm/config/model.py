@@ -474,7 +474,7 @@ class MirrorConfig(_MaskedRepr, BaseSettings):
     # key space (aliases, flows) is dynamic, so pydantic-settings' field-based env
     # source cannot express it. Constructing this model reads no environment.
     model_config = SettingsConfigDict(frozen=True, extra="forbid")
-    _masked_fields: ClassVar[tuple[str, ...]] = ("spark", "mm", "other")
+    _masked_fields: ClassVar[tuple[str, ...]] = ("spark", "mm", "backup", "other")
 
     clusters: dict[str, ClusterConfig] = Field(description="Clusters by alias (`clusters`).")
     flows: tuple[FlowConfig, ...] = Field(
@@ -492,6 +492,11 @@ class MirrorConfig(_MaskedRepr, BaseSettings):
     mm: dict[str, str] = Field(
         default_factory=dict,
         description="Other `mm.*` keys with the `mm.` prefix removed (e.g. alert thresholds).",
+    )
+    backup: dict[str, str] = Field(
+        default_factory=dict,
+        description="`backup.*` keys with the `backup.` prefix removed, raw; `mm backup` "
+        "parses them (mm.backup.settings).",
     )
     other: dict[str, str] = Field(
         default_factory=dict,

@@ -1,0 +1,73 @@
+"""`mm backup`: copy a cluster's topics to Parquet segments (local or S3), list them.
+
+``mm backup -c FILE --once``: one pass (:mod:`mm.backup.job`), a per-partition
+table and totals; exit 0 when every partition was backed up, 1 when a task (or a
+group's offsets) failed, 2 for bad configuration or usage. ``mm backup ls -c FILE
+[--json]``: what the catalogs hold, per partition. Continuous mode is not built
+yet: without ``--once`` the command says so and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mm.errors import UsageError
+
+_CONFIG_HELP = "connect-mirror-maker.properties with backup.* keys (MM2 format)"
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", metavar="FILE", default=None, help=_CONFIG_HELP)
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="back up what the topics hold now, commit, exit (continuous mode is not built yet)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds for each cluster operation, and a partition's longest wait for data "
+        "(default 60)",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    ls = actions.add_parser(
+        "ls",
+        help="list what the backup holds per partition (from the catalogs only)",
+        description="Per topic and partition: the visible segments' offset range, time "
+        "range, records, bytes, levels and lost offsets, read from the catalogs only.",
+    )
+    # SUPPRESS: `mm backup -c FILE ls` keeps the -c given before the action
+    ls.add_argument("-c", "--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP)
+    ls.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the list as JSON"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mm.config import load_config
+
+    if not args.config:
+        raise UsageError("no configuration file: pass -c FILE")
+    if args.action == "ls":
+        from mm.backup.job import list_backup
+        from mm.backup.render import ls_json, render_ls
+
+        settings, listings = list_backup(load_config(args.config))
+        out = ls_json if args.json else render_ls
+        print(out(settings.region, settings.path, listings))
+        return 0
+    if not args.once:
+        raise UsageError(
+            "continuous backup is not built yet: run `mm backup -c FILE --once` (e.g. from "
+            "cron or a scheduler); each run backs up what arrived since the last one"
+        )
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    from mm.backup.job import run_backup_once
+    from mm.backup.render import once_json, render_once
+
+    report = run_backup_once(load_config(args.config), timeout=args.timeout)
+    print(once_json(report) if args.json else render_once(report))
+    return 0 if report.ok else 1
