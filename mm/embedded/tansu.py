@@ -1,6 +1,7 @@
 """Embedded Kafka-compatible clusters: one Tansu broker process per cluster.
 
-See /work/shared/BROKERS.md for what Tansu does and does not do like Apache Kafka.
+Where Tansu differs from Apache Kafka (and what the toolkit does about it) is said
+where it matters: mm/kafka/rawlog.py, mm/kafka/watermarks.py, docs/dr-runbook.md.
 Memory storage is the default; durable clusters keep their data in a bucket on
 a shared local moto S3 server and survive ``restart()`` on the same port.
 """
