@@ -175,9 +175,13 @@ def consumer_conf(base: dict[str, str]) -> dict[str, Any]:
     )
 
 
+# confluent-kafka's TIMESTAMP_CREATE_TIME / TIMESTAMP_LOG_APPEND_TIME -> the segment's
+_TIMESTAMP_KINDS = {1: TIMESTAMP_CREATE, 2: TIMESTAMP_LOG_APPEND}
+
+
 def to_backup_record(m: Any) -> BackupRecord:
     ts_type, ts = m.timestamp()
-    kind = {1: TIMESTAMP_CREATE, 2: TIMESTAMP_LOG_APPEND}.get(ts_type, TIMESTAMP_NONE)
+    kind = _TIMESTAMP_KINDS.get(ts_type, TIMESTAMP_NONE)
     headers = m.headers() or ()
     return BackupRecord(
         offset=m.offset(),

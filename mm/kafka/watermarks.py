@@ -82,13 +82,9 @@ def watermarks(
                 if m.error() is None:
                     fresh.add((m.topic(), m.partition()))
             for key in list(pending):
-                if not owned and key not in fresh and time.monotonic() < kept_wait:
-                    if listed[key][1] <= listed[key][0]:
-                        # empty partition: nothing to fetch, ListOffsets is enough
-                        result[key] = listed[key]
-                        pending.discard(key)
-                    continue
-                _lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+                hi = OFFSET_INVALID
+                if owned or key in fresh or time.monotonic() >= kept_wait:
+                    _lo, hi = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
                 if hi != OFFSET_INVALID and hi >= 0:
                     result[key] = (listed[key][0], max(hi, listed[key][1]))
                     pending.discard(key)

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 from confluent_kafka import KafkaError
+from support.fake_kafka import FakeError, FakeMessage
 
 from mm.backup.catalog import STARTED, SegmentEntry
 from mm.backup.job import recover_partition
@@ -38,42 +39,6 @@ def rec(offset: int, value: bytes | None = b"v") -> BackupRecord:
     )
 
 
-class _Err:
-    def __init__(self, code: int) -> None:
-        self._code = code
-
-    def code(self) -> int:
-        return self._code
-
-    def str(self) -> str:
-        return f"error {self._code}"
-
-
-@dataclass
-class _Msg:
-    off: int
-    r: BackupRecord | None
-    err: Any = None
-
-    def offset(self) -> int:
-        return self.off
-
-    def error(self) -> Any:
-        return self.err
-
-    def key(self) -> bytes | None:
-        return self.r.key if self.r else None
-
-    def value(self) -> bytes | None:
-        return self.r.value if self.r else None
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        return list(self.r.headers) if self.r and self.r.headers else None
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self.r.timestamp) if self.r else (0, -1)
-
-
 @dataclass
 class ScriptedConsumer:
     """Serves ``records`` (what the broker returns: on Tansu, aborted ones too) from
@@ -96,20 +61,20 @@ class ScriptedConsumer:
     def assign(self, tps: list[Any]) -> None:
         self.pos = max(tps[0].offset, self.log_start)  # auto.offset.reset=earliest
 
-    def consume(self, num_messages: int, timeout: float) -> list[_Msg]:
-        out: list[_Msg] = []
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        out: list[FakeMessage] = []
         for r in self.records:
             if r.offset >= self.pos and len(out) < 2:
                 if self.stall_at is not None and r.offset >= self.stall_at:
                     break
-                out.append(_Msg(r.offset, r))
+                out.append(FakeMessage(TOPIC, 0, r.offset, r))  # a BackupRecord serves as Rec
         if out:
-            self.pos = out[-1].off + 1
+            self.pos = out[-1].offset() + 1
             return out
         if self.stall_at is not None or self.eof_sent:
             return []
         self.eof_sent = True
-        return [_Msg(self.eof, None, _Err(KafkaError._PARTITION_EOF))]
+        return [FakeMessage(TOPIC, 0, self.eof, None, FakeError(KafkaError._PARTITION_EOF))]
 
     def get_watermark_offsets(self, tp: Any, timeout: float = 0, cached: bool = False) -> Any:
         return (self.log_start, self.eof)
