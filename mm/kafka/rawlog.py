@@ -330,6 +330,13 @@ class CommittedView:
     aborted_records: int = 0
     # transactional records with no marker yet (an open transaction)
     open_records: int = 0
+    # (first, last) offsets of every aborted transaction's data batches
+    aborted_spans: list[tuple[int, int]] = field(default_factory=list)
+    # transactions a later epoch of their producer id wrote past with no marker
+    # between ("pid<id>e<epoch> <first>-<last>"): Apache Kafka aborts a fenced
+    # epoch's transaction (and rejects its late batches) before the new epoch can
+    # write, so only a non-conforming broker leaves these
+    overtaken: list[str] = field(default_factory=list)
 
 
 def committed_view(log: PartitionLog) -> CommittedView:
@@ -343,6 +350,7 @@ def committed_view(log: PartitionLog) -> CommittedView:
     def aborted(waiting: list[LogBatch]) -> None:
         if waiting:
             view.aborted_txns += 1
+            view.aborted_spans.append((waiting[0].base_offset, waiting[-1].last_offset))
         view.aborted_records += sum(len(w.records) for w in waiting)
 
     for b in log.batches:
@@ -359,6 +367,11 @@ def committed_view(log: PartitionLog) -> CommittedView:
         elif b.transactional:
             fenced, kept = _fenced_by(pending.pop(b.producer_id, []), b.producer_epoch)
             aborted(fenced)
+            if fenced:
+                view.overtaken.append(
+                    f"pid{b.producer_id}e{fenced[0].producer_epoch} "
+                    f"{fenced[0].base_offset}-{fenced[-1].last_offset}"
+                )
             pending[b.producer_id] = [*kept, b]
         else:
             visible.append(b)

@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -75,6 +76,15 @@ from mm.source.state import decode_state, encode_state
 # (flow prefix, target topic, partition) -> batch id whose source-side syncs this
 # worker process wrote; lets a task skip re-writing them (see module docstring)
 _SYNCS_WRITTEN: dict[tuple[str, str, int], str] = {}
+# client pool (one per worker process) -> (flow prefix, target topic, partition) ->
+# the highest position committed through that pool's producers (commit_transaction
+# returned): the target holds the records below it, so a committed position read
+# lower is a commit the broker lost (see _resume_floor), never a reason to mirror
+# them again
+_COMMITTED_FLOORS: weakref.WeakKeyDictionary[ClientPool, dict[tuple[str, str, int], int]] = (
+    weakref.WeakKeyDictionary()
+)
+_FLOORS_LOCK = threading.Lock()
 # source cluster producer settings -> the worker's producer for offset syncs
 _SYNC_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 
@@ -575,6 +585,8 @@ def _mirror_with(
         if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
             # the last committed transaction's syncs may not have reached the source
             syncs.write(state[1], state[0])
+        floors = _floors(pool)
+        committed, metadata = _resume_floor(floors.get(key, -1), committed, metadata, spec, log)
         result.resumed_from = result.position = committed
         if committed < 0:
             # no position: a new partition, or the state was lost (never re-mirror blindly)
@@ -634,15 +646,66 @@ def _mirror_with(
             )
         writer.state = _known_state(committed, metadata, result)
     except BaseException:
+        _raise_floor(_floors(pool), key, result)
         if syncs is not None:
             # also when the loop failed: what it committed gets its syncs
             syncs.flush()
         raise
+    _raise_floor(_floors(pool), key, result)
     if syncs is not None:
         if pending_syncs is None:
             syncs.flush()
         else:
             pending_syncs.append(syncs)
+
+
+def _floors(pool: ClientPool) -> dict[tuple[str, str, int], int]:
+    with _FLOORS_LOCK:
+        floors = _COMMITTED_FLOORS.get(pool)
+        if floors is None:
+            floors = _COMMITTED_FLOORS[pool] = {}
+        return floors
+
+
+def _resume_floor(
+    floor: int,
+    committed: int,
+    metadata: str | None,
+    spec: RangeSpec,
+    log: Callable[..., None] | None,
+) -> tuple[int, str | None]:
+    """The position to resume from: the committed one, unless this worker process
+    (its client pool) has itself committed a higher one, ``floor``, for the partition.
+
+    Positions only move forward on Apache Kafka: every writer reads the committed
+    position after fencing the previous one and commits at or past it. A position
+    below one this process saw committed means the broker lost an acknowledged
+    commit (Tansu 0.6 does, when a fenced epoch's late produce leaves a transaction
+    it never ends); the records below ours are on the target all the same, and
+    mirroring from the lower position would copy every one of them again, at each
+    range, for as long as the broker keeps losing the commits. (An operator's reset
+    of a running mirror's position is not honoured either: stop the mirror first.)
+    """
+    if committed < 0 or committed >= floor:
+        return committed, metadata
+    if log is not None:
+        log(
+            "the committed mirror position is below one this worker committed; resuming "
+            "from its own (the broker lost an acknowledged commit, or the position was "
+            "reset while the mirror ran)",
+            target_topic=spec.target_topic,
+            committed=committed,
+            resumed_from=floor,
+        )
+    return floor, None
+
+
+def _raise_floor(
+    floors: dict[tuple[str, str, int], int], key: tuple[str, str, int], result: RangeResult
+) -> None:
+    # result.position is always a committed position (or the one the range found)
+    if result.position > floors.get(key, -1):
+        floors[key] = result.position
 
 
 def flush_syncs(pending: list[_SourceSyncWriter]) -> None:

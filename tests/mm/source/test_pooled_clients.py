@@ -119,22 +119,55 @@ def test_a_stale_worker_behind_the_committed_position_mirrors_nothing_twice() ->
 def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() -> None:
     """The broker says the partition's position is not the one this worker's producer
     committed last, although nobody fenced it (a broker that lost an acknowledged
-    commit, or one that does not enforce fencing): the cache is not trusted."""
+    commit, or one that does not enforce fencing): the cache is not trusted, the
+    producer is replaced, and a position *below* the worker's own acknowledged commit
+    is not mirrored from again (the target holds those records: doing so would copy
+    them twice)."""
     source, target = _source(40), FakeCluster("B")
     rt = runtime(max_records_per_txn=5)
     clients = fake_clients(source, target, TARGET)
     pool, log = ClientPool(), Log()
     mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
     assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 40
-    # the broker now says 30: records 15..19 were not kept
+    # the broker now says 30: its commit of 40 was acknowledged, then lost
     target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")
     result = mirror_range(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
     )
     (moved,) = log.named("fenced by another worker")
     assert "is 30, not 40" in moved["error"]
+    (below,) = log.named("below one this worker committed")
+    assert below["committed"] == 30 and below["resumed_from"] == 40
     assert target.inits == 2  # the cached producer was replaced
-    assert result.resumed_from == 30 and result.position == 80
+    assert result.resumed_from == 40 and result.position == 80
+    assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
+        f"v{i}".encode() for i in range(40)
+    ]
+    assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 80
+
+
+def test_a_lost_commit_keeps_no_floor_across_pools_nor_over_a_lost_state() -> None:
+    """The floor is what *this* worker process committed: another worker's pool reads
+    the broker's position as it is, and a position that is gone altogether (-1) takes
+    the lost-state path (offset syncs and the target log), never the floor."""
+    source, target = _source(40), FakeCluster("B")
+    rt = runtime(max_records_per_txn=5)
+    clients = fake_clients(source, target, TARGET)
+    one, two, log = ClientPool(), ClientPool(), Log()
+    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=one)
+    target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")
+    other = mirror_range(
+        rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 30, 30), log=log, clients=clients, pool=two
+    )
+    assert other.resumed_from == 30 and not log.named("below one this worker committed")
+    del target.offsets[rt.state_group][(TARGET_TOPIC, 0)]
+    back = mirror_range(
+        rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=one
+    )
+    (recovered,) = log.named("recovered from the offset syncs")
+    # one past the last mirrored record (the floor would say 40, past its marker)
+    assert recovered["position"] == back.resumed_from == 39
+    assert not log.named("below one this worker committed")
 
 
 def test_a_failed_range_drops_its_clients() -> None:
