@@ -63,6 +63,11 @@ COMMANDS: list[tuple[str, str, str]] = [
         "back up a cluster's topics and group offsets to Parquet segments (local or S3); list them",
     ),
     (
+        "restore",
+        "mm.commands.restore",
+        "restore a backup into a cluster, exactly once, with consumer group offsets",
+    ),
+    (
         "verify",
         "mm.commands.verify",
         "prove a mirror complete and exact: records, position, offset syncs, translations, "

@@ -43,6 +43,7 @@ from mm.backup.plan import PartitionPlan, plan_backup, select_topics
 from mm.backup.settings import BackupSettings, backup_settings
 from mm.backup.storage import Storage, open_storage
 from mm.backup.task import RangeSummary, RangeTask, TaskContext, backup_range
+from mm.backup.topics import describe_topics, write_topic_meta
 from mm.config import MirrorConfig
 from mm.errors import MirrorError
 
@@ -210,11 +211,17 @@ def run_backup_once(
     storage = open_storage(settings.path)
     report = BackupReport(settings.cluster, settings.region, settings.path, mode)
 
-    meta = cluster_meta(admin, f"cluster {settings.cluster}", timeout)
+    cluster_name = f"cluster {settings.cluster}"
+    meta = cluster_meta(admin, cluster_name, timeout)
     topics = select_topics(meta.partitions, settings.topic_selected)
     offsets, report.group_errors, groups_ms = read_group_offsets(
         admin, settings, set(topics), timeout
     )
+    # what a restore creates each topic with (written every pass: the newest wins)
+    for tm in describe_topics(
+        admin, {t: meta.partitions[t] for t in topics}, cluster_name, timeout
+    ):
+        write_topic_meta(storage.fs, storage.prefix, settings.region, tm)
     keys = [(t, p) for t in topics for p in range(meta.partitions[t])]
     bounds = watermarks(consumer, keys, timeout)
     next_offsets: dict[Key, int | None] = {}

@@ -1,0 +1,332 @@
+"""One backed-up partition restored into its target partition, inside a Spark Python task.
+
+Exactly once, with the mirror's design: the partition has one transactional
+producer (:func:`mm.restore.plan.transactional_id`); ``init_transactions`` fences
+any earlier restore of it (a killed task, a second job) and aborts what it left
+open. Then the task reads the restore's position (the next *original* offset to
+restore), committed in the restore's state group on the target, and writes the
+records from there in transactions of bounded size. Each transaction carries,
+atomically: the records, their offset mapping (one record per run of consecutive
+original offsets, to :func:`mm.restore.plan.mapping_topic`) and the new position
+(``send_offsets_to_transaction``). A task killed at any moment leaves the target
+with whole transactions only, and the next restore continues at the committed
+position: nothing twice, nothing skipped.
+
+The records of a transaction must land one after another (its first and last
+delivery reports span exactly its record count), which holds when the restore is
+the partition's only writer. When another producer writes into the partition at
+the same time, the mapping could not be exact: the transaction is aborted and
+the partition fails, naming it.
+
+Segments are read in offset order from the catalog's visible ones. A segment
+whose file disappears while the restore reads (a compaction replaced it and
+deleted it) is looked up again in a fresh catalog, from the same offset.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from mm_client.kafka.clients import new_consumer, new_producer
+from mm_client.kafka.errors import wrap
+
+from mm.backup.layout import PartitionRef
+from mm.backup.segment import BackupRecord, iter_segment
+from mm.backup.storage import Storage, open_storage
+from mm.restore.plan import (
+    mapping_topic,
+    past_until,
+    segments_from,
+    start_position,
+    state_group,
+    transaction_runs,
+    transactional_id,
+)
+
+# a file that vanished under the read is looked up again at most this many times
+_RELOADS = 5
+
+
+class RestoreError(Exception):
+    """The partition could not be restored as planned (names where and why)."""
+
+
+@dataclass(frozen=True)
+class RestoreTask:
+    topic: str  # the backed-up topic
+    partition: int
+    target_topic: str
+
+
+@dataclass(frozen=True)
+class RestoreContext:
+    """What every task of a restore shares; travels to the workers as :meth:`to_dict`."""
+
+    path: str  # backup.path, resolved
+    region: str
+    producer: dict[str, str]  # the target cluster's librdkafka producer settings
+    consumer: dict[str, str]  # ... and consumer settings (the position read)
+    until_ms: int | None
+    timeout: float
+    txn_records: int = 10_000
+    txn_bytes: int = 16 << 20
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> RestoreContext:
+        return RestoreContext(**d)
+
+
+@dataclass(frozen=True)
+class RestoreSummary:
+    topic: str
+    partition: int
+    target_topic: str
+    resumed_from: int  # original offset the task started at (-1: unknown, it failed first)
+    position: int  # next original offset to restore after the task
+    records: int = 0
+    transactions: int = 0
+    first_restored: int | None = None  # target offsets this task wrote
+    last_restored: int | None = None
+    until_stop: int | None = None  # original offset of the first record past --until
+    error: str | None = None
+
+
+class _Ends:
+    """Delivery reports of a transaction's first and last record."""
+
+    def __init__(self) -> None:
+        self.first = self.last = -1
+        self.error: KafkaError | None = None
+
+    def on_first(self, err: KafkaError | None, msg: Message) -> None:
+        self._take(err, msg, True)
+
+    def on_last(self, err: KafkaError | None, msg: Message) -> None:
+        self._take(err, msg, False)
+
+    def _take(self, err: KafkaError | None, msg: Message, first: bool) -> None:
+        if err is not None:
+            self.error = err
+        elif first:
+            self.first = msg.offset() or 0
+        else:
+            self.last = msg.offset() or 0
+
+
+def producer_conf(ctx: RestoreContext, task: RestoreTask) -> dict[str, Any]:
+    conf: dict[str, Any] = dict(ctx.producer)
+    conf.update(
+        {
+            "transactional.id": transactional_id(ctx.region, task.target_topic, task.partition),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": conf.get("linger.ms", 5),
+            "batch.size": conf.get("batch.size", 1_000_000),
+            "queue.buffering.max.messages": conf.get("queue.buffering.max.messages", 500_000),
+            "queue.buffering.max.kbytes": conf.get("queue.buffering.max.kbytes", 1_048_576),
+            "message.max.bytes": conf.get("message.max.bytes", 100_000_000),
+            "transaction.timeout.ms": conf.get("transaction.timeout.ms", 120_000),
+        }
+    )
+    return conf
+
+
+def _state_consumer_conf(ctx: RestoreContext) -> dict[str, Any]:
+    return {
+        **ctx.consumer,
+        "group.id": state_group(ctx.region),
+        "enable.auto.commit": False,
+        # asks the broker for stable offsets: a position a transaction still
+        # completes is not read stale
+        "isolation.level": "read_committed",
+    }
+
+
+def restore_partition(ctx_dict: dict[str, Any], task: RestoreTask) -> RestoreSummary:
+    """Restore ``task``'s partition from its position to the backup's end (or the first
+    record past ``until_ms``); errors end up in the summary, never raised."""
+    ctx = RestoreContext.from_dict(ctx_dict)
+    run = _Run(ctx, task)
+    try:
+        run.restore()
+    except Exception as exc:  # reported per partition: the others go on
+        run.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+    finally:
+        run.close()
+    return run.summary()
+
+
+class _Run:
+    def __init__(self, ctx: RestoreContext, task: RestoreTask) -> None:
+        self.ctx, self.task = ctx, task
+        self.where = f"{task.target_topic}[{task.partition}]"
+        self.producer: Any = None
+        self.state: Any = None
+        self.resumed_from = self.position = -1
+        self.records = self.transactions = 0
+        self.first_restored: int | None = None
+        self.last_restored: int | None = None
+        self.until_stop: int | None = None
+        self.error: str | None = None
+
+    def summary(self) -> RestoreSummary:
+        return RestoreSummary(
+            self.task.topic,
+            self.task.partition,
+            self.task.target_topic,
+            self.resumed_from,
+            self.position,
+            self.records,
+            self.transactions,
+            self.first_restored,
+            self.last_restored,
+            self.until_stop,
+            self.error,
+        )
+
+    def close(self) -> None:
+        if self.state is not None:
+            self.state.close()
+        if self.producer is not None:
+            # an open transaction (a failure mid-way) is aborted by the next
+            # init_transactions of this id, or by the broker's transaction timeout
+            self.producer.flush(0)
+
+    def restore(self) -> None:
+        ctx, task = self.ctx, self.task
+        self.producer = new_producer(producer_conf(ctx, task))
+        try:
+            self.producer.list_topics(task.target_topic, timeout=ctx.timeout)
+            self.producer.init_transactions(ctx.timeout)
+        except KafkaException as exc:
+            raise wrap(exc, f"init transactions for {self.where}") from exc
+        self.state = new_consumer(_state_consumer_conf(ctx))
+        committed = self._committed()
+        storage = open_storage(ctx.path)
+        ref = PartitionRef(storage.prefix, ctx.region, task.topic, task.partition)
+        _version, catalog = storage.catalogs.load(ref)
+        self.resumed_from = self.position = start_position(catalog, committed)
+        group_metadata = self.state.consumer_group_metadata()
+        batch: list[BackupRecord] = []
+        size = 0
+        for rec in _records_from(storage, ref, self.position):
+            if past_until(rec.timestamp, ctx.until_ms):
+                self.until_stop = rec.offset
+                break
+            batch.append(rec)
+            size += len(rec.key or b"") + len(rec.value or b"")
+            if len(batch) >= ctx.txn_records or size >= ctx.txn_bytes:
+                self._commit(batch, group_metadata)
+                batch, size = [], 0
+        if batch:
+            self._commit(batch, group_metadata)
+
+    def _committed(self) -> int:
+        tp = TopicPartition(self.task.target_topic, self.task.partition)
+        try:
+            (got,) = self.state.committed([tp], self.ctx.timeout)
+        except KafkaException as exc:
+            raise wrap(exc, f"read the restore position of {self.where}") from exc
+        if got.error is not None:
+            raise RestoreError(f"read the restore position of {self.where}: {got.error}")
+        return int(got.offset) if got.offset >= 0 else -1
+
+    def _commit(self, batch: list[BackupRecord], group_metadata: Any) -> None:
+        ctx, task, producer = self.ctx, self.task, self.producer
+        ends = _Ends()
+        last = len(batch) - 1
+        try:
+            producer.begin_transaction()
+            for i, r in enumerate(batch):
+                callback = ends.on_first if i == 0 else ends.on_last if i == last else None
+                kwargs: dict[str, Any] = {
+                    "partition": task.partition,
+                    "timestamp": r.timestamp if r.timestamp >= 0 else 0,
+                    "headers": list(r.headers) or None,
+                }
+                if callback is not None:
+                    kwargs["on_delivery"] = callback
+                while True:
+                    try:
+                        producer.produce(task.target_topic, r.value, r.key, **kwargs)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            left = producer.flush(ctx.timeout)
+            if left or ends.error is not None:
+                raise RestoreError(
+                    f"write to {self.where}: "
+                    + (str(ends.error) if ends.error else f"{left} records unacknowledged")
+                )
+            if last == 0:
+                ends.last = ends.first
+            if ends.last - ends.first != last:
+                raise RestoreError(
+                    f"{self.where}: the transaction's {len(batch)} records landed at offsets "
+                    f"{ends.first}-{ends.last}: another producer writes into this partition, "
+                    "so the offset mapping cannot be exact. Restore into a topic nobody else "
+                    "writes to (--topic-prefix), or stop the other producer"
+                )
+            mapping = mapping_topic(ctx.region)
+            for m in transaction_runs(
+                task.target_topic, task.partition, [r.offset for r in batch], ends.first
+            ):
+                producer.produce(mapping, m.value(), m.key(), partition=0)
+            position = batch[-1].offset + 1
+            producer.send_offsets_to_transaction(
+                [TopicPartition(task.target_topic, task.partition, position)],
+                group_metadata,
+                ctx.timeout,
+            )
+            producer.commit_transaction(ctx.timeout)
+        except KafkaException as exc:
+            _abort(producer)
+            raise wrap(exc, f"restore transaction into {self.where}") from exc
+        except RestoreError:
+            _abort(producer)
+            raise
+        self.position = position
+        self.records += len(batch)
+        self.transactions += 1
+        if self.first_restored is None:
+            self.first_restored = ends.first
+        self.last_restored = ends.last
+
+
+def _abort(producer: Any) -> None:
+    try:
+        producer.abort_transaction(10)
+    except KafkaException:
+        pass  # fenced or fatal: the broker (or the next init_transactions) aborts it
+
+
+def _records_from(storage: Storage, ref: PartitionRef, position: int) -> Iterator[BackupRecord]:
+    """The backed-up records at or past ``position`` in offset order, across segments;
+    a segment file that vanished (compaction) is found again in a fresh catalog."""
+    reloads = 0
+    _version, catalog = storage.catalogs.load(ref)
+    while True:
+        segments = segments_from(catalog, position)
+        if not segments:
+            return
+        try:
+            for entry in segments:
+                for rec in iter_segment(storage.fs, f"{storage.prefix}/{entry.key}"):
+                    if rec.offset >= position:
+                        position = rec.offset + 1
+                        yield rec
+                position = max(position, entry.end + 1)
+            return
+        except FileNotFoundError:
+            reloads += 1
+            if reloads > _RELOADS:
+                raise
+            time.sleep(0.2 * reloads)
+            _version, catalog = storage.catalogs.load(ref)
