@@ -65,6 +65,13 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         help="of topics the restore creates (default: the cluster's default)",
     )
     parser.add_argument(
+        "--transaction-records",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="records per restore transaction at most (default 10000)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="report what would be restored; write nothing"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -84,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no configuration file: pass -c FILE")
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if args.transaction_records < 1:
+        raise UsageError(f"--transaction-records {args.transaction_records}: expected at least 1")
     try:
         prefix = check_topic_prefix(args.topic_prefix)
     except ValueError as exc:
@@ -100,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         timeout=args.timeout,
         replication_factor=args.replication_factor,
+        transaction_records=args.transaction_records,
     )
     report = run_restore(load_config(args.config), options)
     print(restore_json(report) if args.json else render_restore(report))

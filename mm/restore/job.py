@@ -74,6 +74,7 @@ class RestoreOptions:
     dry_run: bool = False
     timeout: float = 60.0
     replication_factor: int = -1  # the target broker's default
+    transaction_records: int = 10_000  # records per transaction at most
 
 
 @dataclass
@@ -213,6 +214,7 @@ def run_restore(
             consumer_conf,
             options.until_ms,
             options.timeout,
+            txn_records=options.transaction_records,
         )
         by_key = {(s.topic, s.partition): s for s in _run_tasks(cfg, ctx, tasks, spark_factory)}
         for row in report.rows:

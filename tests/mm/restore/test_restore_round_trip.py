@@ -221,3 +221,103 @@ def test_restore_is_exact_once_and_point_in_time(
         end = pit_ends[(pit_topic, p)][1]
         assert moved[p] == _expected_resume(one[p], target, saved[p], end)
     assert moved[0] != pit_ends[(pit_topic, 0)][1]  # inside the data, past the aborted gap
+
+
+def test_restore_killed_at_random_moments_writes_each_record_once(
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    unique_topic: Any,
+    unique_group: Any,
+    tmp_path: Path,
+) -> None:
+    """SIGKILL of the whole restore (driver, JVM, Python workers) while transactions
+    are in flight, three times; the restore run again to its end must leave each
+    backed-up record exactly once on the target (Kafka's read_committed rule on the
+    raw log: a killed transaction's records stay in the log, aborted) and the group
+    exactly where the mapping says, aborted attempts' mapping records included."""
+    import random
+    import subprocess
+    import sys
+
+    from support.eos import kill_groups, process_tree
+    from support.mirror import mm_env
+
+    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    topic, group = unique_topic("rk"), unique_group("rk")
+    create_topic(a, topic, PARTITIONS)
+    per_partition = 30_000
+    p = Producer({"bootstrap.servers": a, "linger.ms": 20})
+    for part in range(PARTITIONS):
+        for i in range(per_partition):
+            p.produce(topic, f"v{part}-{i:06d}".encode(), f"k{i % 97}".encode(), partition=part)
+            if i % 10_000 == 0:
+                p.poll(0)
+    assert p.flush(60) == 0
+    commit_admin(a, group, topic, {0: 12_345, 1: per_partition})
+    config = tmp_path / "mm.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "clusters = A, B",
+                f"A.bootstrap.servers = {a}",
+                f"B.bootstrap.servers = {b}",
+                "backup.cluster = A",
+                f"backup.path = {tmp_path / 'store'}",
+                f"backup.topics = {topic}",
+                f"backup.groups = {group}",
+                "backup.region = kill",
+                f"mm.state.dir = {tmp_path / 'state'}",
+                "spark.master = local[2]",
+            ]
+        )
+        + "\n"
+    )
+    backup = _mm(config, "backup", "--once")
+    assert backup.returncode == 0, backup.describe()
+    target_topic = f"k.{topic}"
+    args = ["--to", "B", "--topic-prefix", "k.", "--transaction-records", "700", "--json"]
+    rng = random.Random(20261126)
+    kills = 0
+    for round_ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mm", "restore", "-c", str(config), *args],
+            cwd=tmp_path,
+            env=mm_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"killed-{round_}.err").open("w"),
+            start_new_session=True,
+        )
+
+        # kill once the target has grown by a random amount since this run started
+        def high() -> int:
+            try:
+                marks = watermarks({"bootstrap.servers": b}, [(target_topic, 0)], 5)
+            except Exception:
+                return -1
+            return marks[(target_topic, 0)][1]
+
+        before = max(high(), 0)
+        grow = rng.randint(500, 6_000)
+        deadline = time.monotonic() + 180
+        while proc.poll() is None and high() < before + grow:
+            assert time.monotonic() < deadline, (tmp_path / f"killed-{round_}.err").read_text()
+            time.sleep(rng.uniform(0.01, 0.2))
+        if proc.poll() is None:
+            kill_groups(process_tree(proc.pid))
+            kills += 1
+        proc.wait(30)
+    assert kills >= 2, "the restore finished before it could be killed: give it more data"
+    final = _mm(config, "restore", *args)
+    assert final.returncode == 0, final.describe()
+    doc = json.loads(final.stdout)
+    assert [g["status"] for g in doc["groups"]] == ["moved"], final.describe()
+    ends = watermarks({"bootstrap.servers": b}, [(target_topic, q) for q in range(PARTITIONS)])
+    moved = _group_offsets(b, group, target_topic)
+    for part in range(PARTITIONS):
+        source = _committed(a, topic, part)
+        target = _committed(b, target_topic, part)
+        assert len(source) == per_partition
+        assert [r[1:] for r in target] == [r[1:] for r in source], f"partition {part}"
+        end = ends[(target_topic, part)][1]
+        at = 12_345 if part == 0 else per_partition
+        assert moved[part] == _expected_resume(source, target, at, end)
