@@ -78,10 +78,6 @@ def assert_backup_equals_source(
     return total
 
 
-def local_fs() -> pafs.LocalFileSystem:
-    return pafs.LocalFileSystem()
-
-
 def write_config(path: Path, lines: list[str]) -> Path:
     path.write_text("\n".join(lines) + "\n")
     return path
