@@ -3,7 +3,9 @@
 ``mm backup -c FILE --once``: one pass (:mod:`mm.backup.job`), a per-partition
 table and totals; exit 0 when every partition was backed up, 1 when a task (or a
 group's offsets) failed, 2 for bad configuration or usage. ``mm backup ls -c FILE
-[--json]``: what the catalogs hold, per partition. Continuous mode is not built
+[--json]``: what the catalogs hold, per partition. ``mm backup verify`` (exit 1
+when the store is not consistent) and ``mm backup rebuild-index``: see
+:mod:`mm.backup.verify` and :mod:`mm.backup.reindex`. Continuous mode is not built
 yet: without ``--once`` the command says so and exits 2.
 """
 
