@@ -3,7 +3,9 @@
 ``mm backup -c FILE --once``: one pass (:mod:`mm.backup.job`), a per-partition
 table and totals; exit 0 when every partition was backed up, 1 when a task (or a
 group's offsets) failed, 2 for bad configuration or usage. ``mm backup ls -c FILE
-[--json]``: what the catalogs hold, per partition. Continuous mode is not built
+[--json]``: what the catalogs hold, per partition. ``mm backup verify`` (exit 1
+when the store is not consistent) and ``mm backup rebuild-index``: see
+:mod:`mm.backup.verify` and :mod:`mm.backup.reindex`. Continuous mode is not built
 yet: without ``--once`` the command says so and exits 2.
 """
 
@@ -43,6 +45,60 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     ls.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print the list as JSON"
     )
+    _add_verify_actions(actions)
+
+
+def _add_verify_actions(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    verify = actions.add_parser(
+        "verify",
+        help="read every visible segment back and check files, footers and catalogs agree",
+        description="Per partition: the catalog loads, every visible segment file is read in "
+        "full and agrees with its key, footer and catalog entry, and the index rebuilt from "
+        "the files equals the catalog. Exit 0 when consistent, 1 when not.",
+    )
+    reindex = actions.add_parser(
+        "rebuild-index",
+        help="rebuild each partition's catalog from its segment files and commit it",
+        description="Per partition: the catalog rebuilt from the segment files, committed as "
+        "a new version; refused where a copy or delete is in flight unless --force.",
+    )
+    for p in (verify, reindex):
+        p.add_argument(
+            "-c", "--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP
+        )
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+        p.add_argument(
+            "--topics", metavar="RE", default=None, help="only topics this regex fully matches"
+        )
+    reindex.add_argument(
+        "--dry-run", action="store_true", help="print what would change, commit nothing"
+    )
+    reindex.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild also where a copy or delete is in flight (it is forgotten)",
+    )
+
+
+def _run_verify_action(args: argparse.Namespace) -> int:
+    from mm.backup.inventory import topic_filter
+    from mm.config import load_config
+
+    topics = topic_filter(args.topics)
+    cfg = load_config(args.config)
+    if args.action == "verify":
+        from mm.backup.verify import verify_backup
+        from mm.backup.verify_render import render_verify, verify_json
+
+        report = verify_backup(cfg, topics)
+        print(verify_json(report) if args.json else render_verify(report))
+        return 0 if report.ok else 1
+    from mm.backup.reindex import rebuild_index
+    from mm.backup.verify_render import reindex_json, render_reindex
+
+    result = rebuild_index(cfg, topics, dry_run=args.dry_run, force=args.force)
+    print(reindex_json(result) if args.json else render_reindex(result))
+    return 0 if result.ok else 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         out = ls_json if args.json else render_ls
         print(out(settings.region, settings.path, listings))
         return 0
+    if args.action in ("verify", "rebuild-index"):
+        return _run_verify_action(args)
     if not args.once:
         raise UsageError(
             "continuous backup is not built yet: run `mm backup -c FILE --once` (e.g. from "
