@@ -1,6 +1,7 @@
 """`mm backup` to S3 (a local moto server over HTTP), end to end with the real CLI:
 `--once`, `ls`, `verify`; the catalog deleted and rebuilt by `rebuild-index`,
-equal to what it was; the next `--once` continues exactly where the segments end.
+equal to what it was; the next `--once` continues exactly where the segments end;
+`mm restore` from S3 into another cluster holds the source's records, in order.
 
 Catalog commits must take the conditional-put path: moto records the requests,
 and every catalog version is a PUT with ``If-None-Match: *``.
@@ -14,10 +15,15 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-from support.backup import assert_backup_equals_source, produce_numbered, write_config
+from support.backup import (
+    assert_backup_equals_source,
+    produce_numbered,
+    rec_tuple,
+    write_config,
+)
 from support.clusters import KafkaCluster
 from support.groups import run_mm
-from support.mirror import create_topic
+from support.mirror import create_topic, read_partition, read_topic_committed
 
 from mm.backup.catalog_store import FsCatalogStore
 from mm.backup.layout import PartitionRef
@@ -58,8 +64,8 @@ def catalog_puts(recording: Path) -> list[dict[str, str]]:
     return out
 
 
-def test_backup_to_s3_ls_verify_rebuild_and_continue(
-    cluster_a: KafkaCluster, unique_topic, moto, tmp_path: Path
+def test_backup_to_s3_ls_verify_rebuild_continue_and_restore(
+    cluster_a: KafkaCluster, cluster_b: KafkaCluster, unique_topic, moto, tmp_path: Path
 ) -> None:
     server, recording = moto
     bootstrap = cluster_a.bootstrap_servers
@@ -73,8 +79,9 @@ def test_backup_to_s3_ls_verify_rebuild_and_continue(
     config = write_config(
         tmp_path / "mm.properties",
         [
-            "clusters = A",
+            "clusters = A, B",
             f"A.bootstrap.servers = {bootstrap}",
+            f"B.bootstrap.servers = {cluster_b.bootstrap_servers}",
             "backup.cluster = A",
             f"backup.path = {uri}",
             f"backup.topics = {topic}",
@@ -152,3 +159,13 @@ def test_backup_to_s3_ls_verify_rebuild_and_continue(
     final = run_mm(config, "backup", "verify")
     assert final.returncode == 0, final.describe()
     assert "consistent" in final.stdout
+
+    # restored from S3 into B: the source's records, in order, each once
+    restored = run_mm(config, "restore", "--to", "B", "--topic-prefix", "s3.", "--json")
+    assert restored.returncode == 0, restored.describe()
+    assert sum(r["summary"]["records"] for r in json.loads(restored.stdout)["partitions"]) == 300
+    targets = read_topic_committed(cluster_b.bootstrap_servers, f"s3.{topic}", PARTITIONS)
+    for part in range(PARTITIONS):
+        source = [rec_tuple(r)[1:] for r in read_partition(bootstrap, topic, part)]
+        assert len(source) == 150
+        assert [rec_tuple(r)[1:] for r in targets[part]] == source, f"partition {part}"
