@@ -2,9 +2,10 @@
 
 ``mm backup -c FILE --once``: one pass (:mod:`mm.backup.job`), a per-partition
 table and totals; exit 0 when every partition was backed up, 1 when a task (or a
-group's offsets) failed, 2 for bad configuration or usage. ``mm backup ls -c FILE
-[--json]``: what the catalogs hold, per partition. Continuous mode is not built
-yet: without ``--once`` the command says so and exits 2.
+group's offsets) failed, 2 for bad configuration or usage. ``mm backup -c FILE``:
+continuous, a pass every ``backup.interval.ms`` (:mod:`mm.backup.continuous`)
+until SIGTERM/SIGINT, then one ``backup stopped`` line and exit 0. ``mm backup ls
+-c FILE [--json]``: what the catalogs hold, per partition.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="back up what the topics hold now, commit, exit (continuous mode is not built yet)",
+        help="back up what the topics hold now, commit, exit (without it: a pass every "
+        "backup.interval.ms until SIGTERM/SIGINT)",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", action="store_true", help="print the --once report as JSON")
     parser.add_argument(
         "--timeout",
         type=float,
@@ -58,13 +60,18 @@ def run(args: argparse.Namespace) -> int:
         out = ls_json if args.json else render_ls
         print(out(settings.region, settings.path, listings))
         return 0
-    if not args.once:
-        raise UsageError(
-            "continuous backup is not built yet: run `mm backup -c FILE --once` (e.g. from "
-            "cron or a scheduler); each run backs up what arrived since the last one"
-        )
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if not args.once:
+        if args.json:
+            raise UsageError(
+                "--json goes with --once or ls: a continuous backup reports each pass in its log"
+            )
+        from mm.backup.continuous import run_backup_continuous
+
+        totals = run_backup_continuous(load_config(args.config), timeout=args.timeout)
+        print(totals.stopped_line())
+        return 0
     from mm.backup.job import run_backup_once
     from mm.backup.render import once_json, render_once
 
