@@ -11,12 +11,13 @@ configuration (ConfigError, UsageError) ends it, with exit 2.
 pass in flight finishes (it is bounded: its ranges end where the log ended when
 it started) and no new one starts. A second signal during a pass abandons it:
 its Spark jobs are cancelled; segments it committed stay, copies it started are
-aborted by the next run's recovery, as after a crash. ``mm mirror`` also takes
-SIGINT as a clean stop (exit 0).
+aborted by the next run's recovery, as after a crash. A pass that fails after
+the stop request (Spark's JVM got the signal too) is abandoned the same way, not
+retried. ``mm mirror`` also takes SIGINT as a clean stop (exit 0).
 
-**Spark** starts once, before the first pass, and serves every pass; it is
-started before the signal handlers are installed because PySpark installs its
-own SIGINT handler when the SparkContext starts.
+**Spark** starts once, before the first pass, and serves every pass. PySpark
+installs its own SIGINT handler when the SparkContext starts (it cancels the
+jobs and raises KeyboardInterrupt), so ours is installed again after that.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mm.errors import ConfigError, UsageError
 from mm.logs import get_logger
 
 RunPass = Callable[..., BackupReport]
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class _Session:
@@ -52,10 +54,14 @@ class _Session:
         if self._spark is not None:
             self._spark.sparkContext.cancelAllJobs()
 
-    def stop(self) -> None:
-        if self._spark is not None:
-            self._spark.stop()
-            self._spark = None
+    def stop(self, log: Any) -> None:
+        if self._spark is None:
+            return
+        spark, self._spark = self._spark, None
+        try:
+            spark.stop()
+        except Exception as exc:  # e.g. its JVM got the signal too and is gone
+            log.warning("Spark did not stop cleanly", error=_one_line(exc))
 
 
 class _Stopper:
@@ -98,13 +104,19 @@ class _Stopper:
         the main thread (Python takes signals there only) it does nothing."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        previous = {s: signal.signal(s, self.handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous = {s: signal.signal(s, self.handle) for s in _SIGNALS}
 
         def restore() -> None:
             for s, prev in previous.items():
                 signal.signal(s, prev)
 
         return restore
+
+    def reclaim(self) -> None:
+        """Takes the signals back from whoever replaced our handlers (PySpark)."""
+        if threading.current_thread() is threading.main_thread():
+            for s in _SIGNALS:
+                signal.signal(s, self.handle)
 
 
 def check_config(cfg: MirrorConfig) -> Schedule:
@@ -133,40 +145,48 @@ def run_backup_continuous(
     stop = stop or threading.Event()
     session = _Session(spark_factory or (lambda: _spark(cfg)))
     totals = RunTotals()
+    stopper = _Stopper(stop, log, session.cancel_jobs)
+    # installed first: a signal while Spark starts is a stop, not a kill
+    restore = stopper.install()
     try:
         session.get()
-        stopper = _Stopper(stop, log, session.cancel_jobs)
-        restore = stopper.install()
-        try:
-            log.info("continuous backup started", interval_ms=schedule.interval_ms)
-            while not stop.is_set():
-                number = totals.passes + 1
-                report: BackupReport | None = None
-                error: Exception | None = None
-                stopper.in_pass = True
-                try:
-                    report = run_pass(cfg, timeout=timeout, spark_factory=session.get)
-                except (ConfigError, UsageError):
-                    raise
-                except Exception as exc:  # the broker, the store, Spark: retried
-                    error = exc
-                finally:
-                    stopper.in_pass = False
-                if error is not None and stopper.cancelled:
-                    totals.abandoned = True
-                    log.info("pass abandoned on request", number=number)
-                    break
-                outcome = pass_outcome(report) if report is not None else PassOutcome(failed=True)
-                totals.add(report, outcome)
-                schedule, delay = schedule.after(outcome)
-                _log_pass(log, number, report, error, delay, stop.is_set())
-                if stop.wait(delay):
-                    break
-        finally:
-            restore()
+        stopper.reclaim()
+        log.info("continuous backup started", interval_ms=schedule.interval_ms)
+        while not stop.is_set():
+            number = totals.passes + 1
+            report: BackupReport | None = None
+            error: Exception | None = None
+            stopper.in_pass = True
+            try:
+                report = run_pass(cfg, timeout=timeout, spark_factory=session.get)
+            except (ConfigError, UsageError):
+                raise
+            except Exception as exc:  # the broker, the store, Spark: retried
+                error = exc
+            finally:
+                stopper.in_pass = False
+            if error is not None and stop.is_set():
+                # cancelled by a second signal, or Spark got the signal too (a whole
+                # process group signalled): nothing to retry, the next run continues
+                totals.abandoned = True
+                log.info("pass abandoned on request", number=number, error=_one_line(error))
+                break
+            outcome = pass_outcome(report) if report is not None else PassOutcome(failed=True)
+            totals.add(report, outcome)
+            schedule, delay = schedule.after(outcome)
+            _log_pass(log, number, report, error, delay, stop.is_set())
+            if stop.wait(delay):
+                break
     finally:
-        session.stop()
+        session.stop(log)
+        restore()
     return totals
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's first line: a Spark failure's text is a whole JVM stack."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _spark(cfg: MirrorConfig) -> Any:
@@ -188,7 +208,7 @@ def _log_pass(
         log.error(
             "backup pass failed",
             number=number,
-            error=f"{type(error).__name__}: {error}" if error is not None else None,
+            error=_one_line(error) if error is not None else None,
             **after,
         )
         return

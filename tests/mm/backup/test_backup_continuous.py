@@ -1,10 +1,13 @@
 """Continuous `mm backup -c FILE` on a real broker, real Spark, the real CLI: two bursts
-of records are backed up by passes of one running process, SIGTERM stops it cleanly
-(exit 0, one stopped line, no traceback), and the store holds every offset exactly once."""
+of records are backed up by passes of one running process, SIGTERM (to the process, as
+a supervisor sends it) or SIGINT (to its whole process group, as Ctrl-C in a terminal)
+stops it cleanly (exit 0, one stopped line, no traceback), and the store holds every
+offset exactly once."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -117,8 +120,16 @@ def wait_backed_up(
         time.sleep(0.5)
 
 
-def test_continuous_backup_follows_two_bursts_and_stops_on_sigterm(
-    cluster_a: KafkaCluster, unique_topic: Any, tmp_path: Path
+def send_stop(proc: subprocess.Popen[Any], how: str) -> None:
+    if how == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    else:  # Ctrl-C: the terminal signals the foreground process group, Spark's JVM too
+        os.killpg(proc.pid, signal.SIGINT)
+
+
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_continuous_backup_follows_two_bursts_and_stops_on_a_signal(
+    cluster_a: KafkaCluster, unique_topic: Any, tmp_path: Path, how: str
 ) -> None:
     bootstrap = cluster_a.bootstrap_servers
     topic = unique_topic("bkc")
@@ -159,11 +170,11 @@ def test_continuous_backup_follows_two_bursts_and_stops_on_sigterm(
         assert all(len(v) == 19 for v in second.values())
         wait_backed_up(backup, prefix, topic, second)
 
-        backup.proc.send_signal(signal.SIGTERM)
+        send_stop(backup.proc, how)
         try:
             backup.proc.wait(90)
         except subprocess.TimeoutExpired:
-            pytest.fail("mm backup did not exit within 90s of SIGTERM\n" + backup.run().describe())
+            pytest.fail(f"mm backup did not exit within 90s of {how}\n" + backup.run().describe())
         run = backup.run()
     finally:
         backup.close()

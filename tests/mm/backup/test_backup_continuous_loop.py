@@ -209,3 +209,74 @@ def test_a_signal_during_the_wait_stops_at_once():
         timer.cancel()
     assert time.monotonic() - started < 30
     assert totals.passes == 1 and len(passes.script) == 1
+
+
+def test_sigint_stays_a_clean_stop_after_spark_installs_its_own_handler():
+    stop = threading.Event()
+
+    def pyspark_like_handler(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # PySpark's SIGINT handler cancels the jobs and raises this
+
+    def start_spark() -> FakeSpark:
+        signal.signal(signal.SIGINT, pyspark_like_handler)
+        return FakeSpark()
+
+    def interrupted_pass() -> BackupReport:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        return good_report(3)
+
+    passes = Passes(threading.Event(), interrupted_pass, good_report(99))
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        totals = run_backup_continuous(
+            build_config(QUICK), timeout=7.0, stop=stop, spark_factory=start_spark, run_pass=passes
+        )
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail("SIGINT reached the handler Spark installed instead of the backup's")
+    assert (totals.passes, totals.records) == (1, 3) and stop.is_set()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_signal_while_spark_starts_stops_before_the_first_pass():
+    stop, spark = threading.Event(), FakeSpark()
+
+    def slow_start() -> FakeSpark:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        return spark
+
+    passes = Passes(threading.Event(), good_report(1))
+    totals = run_backup_continuous(
+        build_config(QUICK), timeout=7.0, stop=stop, spark_factory=slow_start, run_pass=passes
+    )
+    assert totals.passes == 0 and passes.sessions == [] and spark.stopped == 1
+
+
+def test_spark_failing_to_stop_is_a_warning_not_an_error():
+    class Dying(FakeSpark):
+        def stop(self) -> None:
+            raise ConnectionRefusedError("the JVM is gone")
+
+    stop = RecordingStop()
+    passes = Passes(stop, good_report(1))
+    totals = run_backup_continuous(
+        build_config(QUICK), timeout=7.0, stop=stop, spark_factory=Dying, run_pass=passes
+    )
+    assert totals.passes == 1
+
+
+def test_a_pass_failing_after_the_stop_request_is_abandoned_not_retried():
+    # a whole process group signalled: Spark's JVM stops too and the pass fails
+    stop, spark = threading.Event(), FakeSpark()
+
+    def pass_whose_spark_died() -> BaseException:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        return MirrorError("the Spark job failed: SparkContext was shut down")
+
+    passes = Passes(threading.Event(), good_report(2), pass_whose_spark_died, good_report(99))
+    totals = run(stop, passes, spark, QUICK)
+    assert (totals.passes, totals.failed, totals.abandoned) == (1, 0, True)
+    assert not spark.cancelled.is_set() and len(passes.script) == 1
