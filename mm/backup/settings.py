@@ -32,6 +32,8 @@ key                            meaning (default)
                                reader (PLAINTEXT listeners only), ``auto`` is
                                ``raw`` on PLAINTEXT clusters, else ``broker``; see
                                :mod:`mm.backup.task`
+``backup.interval.ms``         continuous `mm backup`: wait between the end of a
+                               pass and the start of the next (10000)
 =============================  =====================================================
 
 The topic exclusions leave out Kafka's and MM2's internal topics (``__*``,
@@ -71,6 +73,7 @@ DEFAULT_GROUPS_EXCLUDE = ("console-consumer-.*", "connect-.*", "__.*")
 DEFAULT_SEGMENT_RECORDS = 1_000_000
 DEFAULT_SEGMENT_BYTES = 256 << 20
 DEFAULT_COMPRESSION = "zstd"
+DEFAULT_INTERVAL_MS = 10_000
 # pyarrow.parquet's codecs (ParquetWriter's compression argument)
 COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
 FILTERS = ("auto", "raw", "broker")
@@ -88,6 +91,7 @@ BACKUP_KEYS = (
     "segment.bytes",
     "compression",
     "committed.filter",
+    "interval.ms",
 )
 
 CommittedFilter = Literal["raw", "broker"]
@@ -117,6 +121,7 @@ class BackupSettings:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     compression: str = DEFAULT_COMPRESSION
     committed_filter: str = "auto"  # one of FILTERS
+    interval_ms: int = DEFAULT_INTERVAL_MS
 
     def topic_selected(self, topic: str) -> bool:
         return _full(self.topics, topic) and not _full(self.topics_exclude, topic)
@@ -138,6 +143,7 @@ class BackupSettings:
             "segment_bytes": self.segment_bytes,
             "compression": self.compression,
             "committed_filter": self.committed_filter,
+            "interval_ms": self.interval_ms,
         }
 
     @classmethod
@@ -154,6 +160,7 @@ class BackupSettings:
             segment_bytes=int(d["segment_bytes"]),
             compression=d["compression"],
             committed_filter=d["committed_filter"],
+            interval_ms=int(d["interval_ms"]),
         )
 
     def resolved_filter(self, security_protocol: str) -> CommittedFilter:
@@ -268,6 +275,7 @@ def _parsers(cwd: Path) -> dict[str, tuple[Callable[[str], Any], str]]:
         "segment.bytes": (_positive_int, "a positive whole number of bytes"),
         "compression": (_choice(*COMPRESSIONS), "one of " + ", ".join(COMPRESSIONS)),
         "committed.filter": (_choice(*FILTERS), "one of " + ", ".join(FILTERS)),
+        "interval.ms": (_positive_int, "a positive whole number of milliseconds"),
     }
 
 
@@ -323,6 +331,7 @@ def parse_backup_settings(
         segment_bytes=values.get("segment.bytes", DEFAULT_SEGMENT_BYTES),
         compression=codec,
         committed_filter=values.get("committed.filter", "auto"),
+        interval_ms=values.get("interval.ms", DEFAULT_INTERVAL_MS),
     )
 
 

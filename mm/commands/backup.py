@@ -2,11 +2,12 @@
 
 ``mm backup -c FILE --once``: one pass (:mod:`mm.backup.job`), a per-partition
 table and totals; exit 0 when every partition was backed up, 1 when a task (or a
-group's offsets) failed, 2 for bad configuration or usage. ``mm backup ls -c FILE
-[--json]``: what the catalogs hold, per partition. ``mm backup verify`` (exit 1
+group's offsets) failed, 2 for bad configuration or usage. ``mm backup -c FILE``:
+continuous, a pass every ``backup.interval.ms`` (:mod:`mm.backup.continuous`)
+until SIGTERM/SIGINT, then one ``backup stopped`` line and exit 0. ``mm backup ls
+-c FILE [--json]``: what the catalogs hold, per partition. ``mm backup verify`` (exit 1
 when the store is not consistent) and ``mm backup rebuild-index``: see
-:mod:`mm.backup.verify` and :mod:`mm.backup.reindex`. Continuous mode is not built
-yet: without ``--once`` the command says so and exits 2.
+:mod:`mm.backup.verify` and :mod:`mm.backup.reindex`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="back up what the topics hold now, commit, exit (continuous mode is not built yet)",
+        help="back up what the topics hold now, commit, exit (without it: a pass every "
+        "backup.interval.ms until SIGTERM/SIGINT)",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", action="store_true", help="print the --once report as JSON")
     parser.add_argument(
         "--timeout",
         type=float,
@@ -116,13 +118,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action in ("verify", "rebuild-index"):
         return _run_verify_action(args)
-    if not args.once:
-        raise UsageError(
-            "continuous backup is not built yet: run `mm backup -c FILE --once` (e.g. from "
-            "cron or a scheduler); each run backs up what arrived since the last one"
-        )
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if not args.once:
+        if args.json:
+            raise UsageError(
+                "--json goes with --once or ls: a continuous backup reports each pass in its log"
+            )
+        from mm.backup.continuous import run_backup_continuous
+
+        totals = run_backup_continuous(load_config(args.config), timeout=args.timeout)
+        print(totals.stopped_line())
+        return 0
     from mm.backup.job import run_backup_once
     from mm.backup.render import once_json, render_once
 

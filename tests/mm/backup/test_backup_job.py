@@ -224,6 +224,8 @@ def test_backup_once_holds_exactly_the_committed_records(
     assert rows[(topic, 0)]["levels"] == [0]
     assert rows[(topic, 0)]["min_timestamp"] == TS
 
-    # without --once: continuous mode is not built, and the command says so
-    refused = run_backup(config)
-    assert refused.returncode == 2 and "not built yet" in refused.stderr, refused.describe()
+    # --json is the --once report's: a continuous run refuses it before starting
+    refused = run_backup(config, "--json")
+    assert refused.returncode == 2 and "--json goes with --once" in refused.stderr, (
+        refused.describe()
+    )
