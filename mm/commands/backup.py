@@ -3,7 +3,10 @@
 ``mm backup -c FILE --once``: one pass (:mod:`mm.backup.job`), a per-partition
 table and totals; exit 0 when every partition was backed up, 1 when a task (or a
 group's offsets) failed, 2 for bad configuration or usage. ``mm backup ls -c FILE
-[--json]``: what the catalogs hold, per partition. Continuous mode is not built
+[--json]``: what the catalogs hold, per partition. ``mm backup compact -c FILE
+[--level N] [--dry-run] [--json]``: merges runs of level-N segments into level
+N+1 and applies ``backup.retention.ms`` (:mod:`mm.backup.compaction`); exit 1
+when a partition failed. Continuous mode is not built
 yet: without ``--once`` the command says so and exits 2.
 """
 
@@ -43,6 +46,29 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     ls.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print the list as JSON"
     )
+    compact = actions.add_parser(
+        "compact",
+        help="merge runs of small segments into the next level; delete expired segments",
+        description="Merges runs of consecutive level-N segments of each partition into one "
+        "level-N+1 segment (backup.compact.* keys), after deleting the segments "
+        "backup.retention.ms expires. Runs on Spark, one task per partition with work.",
+    )
+    compact.add_argument(
+        "-c", "--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP
+    )
+    compact.add_argument(
+        "--level",
+        type=int,
+        default=0,
+        metavar="N",
+        help="merge level-N segments into level N+1 (default 0: what the backup wrote)",
+    )
+    compact.add_argument(
+        "--dry-run", action="store_true", help="print what would be done; change nothing"
+    )
+    compact.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         out = ls_json if args.json else render_ls
         print(out(settings.region, settings.path, listings))
         return 0
+    if args.action == "compact":
+        return _compact(args)
     if not args.once:
         raise UsageError(
             "continuous backup is not built yet: run `mm backup -c FILE --once` (e.g. from "
@@ -70,4 +98,18 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_backup_once(load_config(args.config), timeout=args.timeout)
     print(once_json(report) if args.json else render_once(report))
+    return 0 if report.ok else 1
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from mm.backup.layout import MAX_LEVEL
+
+    if not 0 <= args.level < MAX_LEVEL:
+        raise UsageError(f"--level {args.level}: expected 0 <= N < {MAX_LEVEL}")
+    from mm.backup.compact_job import run_compact
+    from mm.backup.compact_render import compact_json, render_compact
+    from mm.config import load_config
+
+    report = run_compact(load_config(args.config), level=args.level, dry_run=args.dry_run)
+    print(compact_json(report) if args.json else render_compact(report))
     return 0 if report.ok else 1
