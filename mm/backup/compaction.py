@@ -27,9 +27,9 @@ A crash at any point leaves the visible segments covering every offset once:
 before (c) they are the old ones (the merged file, if moved into place, holds
 the same records and :mod:`mm.backup.rebuild` prefers the higher level); after
 (c) the merged one, with the old files still present until (d). The next run
-finishes the job from step 1. ``DELETE_SEGMENT_FINISHED`` entries are dropped
-by the partition's next compaction or retention change (the catalog's history
-keeps them).
+finishes the job from step 1. ``DELETE_SEGMENT_FINISHED`` entries stay until
+the next run's first change to the partition (the catalog's history keeps
+them).
 
 **Concurrent writers.** A backup pass may append to the partition meanwhile.
 When a commit meets :class:`~mm.backup.errors.ConcurrentCommitError`, the catalog
@@ -45,12 +45,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from mm.backup.catalog import DELETING, STARTED, PartitionCatalog, SegmentEntry
+from mm.backup.catalog import DELETED, DELETING, STARTED, PartitionCatalog, SegmentEntry
 from mm.backup.catalog_store import CatalogStore
 from mm.backup.compaction_plan import (
     CompactionLimits,
@@ -184,6 +184,8 @@ class _PartitionCatalog:
     def __init__(self, store: CatalogStore, ref: PartitionRef) -> None:
         self.store, self.ref = store, ref
         self.version, self.catalog = store.load(ref)
+        # deletes a previous run finished: dropped by this run's first change
+        self.forget = {e.key for e in self.catalog.in_state(DELETED)}
 
     def change(
         self,
@@ -192,11 +194,12 @@ class _PartitionCatalog:
     ) -> None:
         """Commits ``fn(catalog)``; after a concurrent commit, applies ``fn`` again to
         the reloaded catalog if the entries over ``guard`` (an offset range) did
-        not change. ``DELETE_SEGMENT_FINISHED`` entries are dropped on the way."""
+        not change. The previous run's ``DELETE_SEGMENT_FINISHED`` entries are
+        dropped on the way."""
         for _attempt in range(COMMIT_ATTEMPTS):
             if fn(self.catalog) == self.catalog:
                 return
-            new = fn(self.catalog.forget_deleted())
+            new = fn(self._forgotten(self.catalog))
             try:
                 self.version = self.store.commit(self.ref, self.version, new)
                 self.catalog = new
@@ -216,6 +219,11 @@ class _PartitionCatalog:
             f"{self.ref}: the catalog moved on each of {COMMIT_ATTEMPTS} commits "
             "(another writer busy on this partition); left for the next run"
         )
+
+    def _forgotten(self, c: PartitionCatalog) -> PartitionCatalog:
+        if not any(e.key in self.forget for e in c.entries):
+            return c
+        return replace(c, entries=tuple(e for e in c.entries if e.key not in self.forget))
 
 
 def _delete_file(fs: pafs.FileSystem, path: str) -> None:

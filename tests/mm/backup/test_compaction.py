@@ -122,6 +122,13 @@ def test_runs_merge_into_the_next_level_record_for_record(tmp_path, ref):
     assert (again.error, again.merges, again.deleted_files) == (None, [], 0)
     # and level 1 to level 2 needs two level-1 segments
     assert compact_partition(context(tmp_path, level=1), CompactTask("orders", 0)).merges == []
+    # two more backed up: their merge drops the previous run's DELETE_SEGMENT_FINISHED entries
+    back_up(st, ref, [(41, 45, None), (46, 50, None)])
+    third = compact_partition(context(tmp_path), CompactTask("orders", 0), storage=st)
+    assert [(m.start, m.end) for m in third.merges] == [(41, 50)]
+    _v, catalog = st.catalogs.load(ref)
+    assert [(e.level, e.start, e.end) for e in catalog.visible()] == [(1, 5, 40), (1, 41, 50)]
+    assert [(e.start, e.end) for e in catalog.in_state(DELETED)] == [(41, 45), (46, 50)]
 
 
 def test_a_crash_between_the_swap_and_the_deletes(tmp_path, ref, monkeypatch):
