@@ -302,11 +302,16 @@ def _swap(
 
 
 def _undo_begin(storage: Storage, pc: _PartitionCatalog, path: str, key: str) -> None:
-    """Best effort after a failed merge; what is left, the next run's step 1 cleans."""
+    """Best effort after a failed merge; what is left, the next run's step 1 cleans.
+
+    The catalog is read again first: a swap commit that failed on the way back
+    (a timeout) may have landed, and then the merged file is the data."""
     try:
+        pc.version, pc.catalog = pc.store.load(pc.ref)
+        if any(e.key == key for e in pc.catalog.visible()):
+            return
         _delete_file(storage.fs, path)
-        if any(e.key == key and e.state is STARTED for e in pc.catalog.entries):
-            pc.change(lambda c: c.abort_copy(key) if _started(c, key) else c)
+        pc.change(lambda c: c.abort_copy(key) if _started(c, key) else c)
     except Exception:
         pass  # the error that brought us here is the one to report
 

@@ -374,3 +374,34 @@ def test_a_failed_partition_is_reported_and_exits_1(tmp_path, monkeypatch, capsy
     assert "failed: orders[0]: OSError: disk full" in capsys.readouterr().out
     assert main(["backup", "compact", "-c", str(tmp_path / "mm.properties"), "--level", "99"]) == 2
     assert "--level 99: expected 0 <= N < 99" in capsys.readouterr().err
+
+
+class _LandsThenTimesOut:
+    """A catalog store whose swap commit lands but reports a timeout."""
+
+    def __init__(self, store, merged_key):
+        self.store, self.merged_key = store, merged_key
+
+    def load(self, ref):
+        return self.store.load(ref)
+
+    def commit(self, ref, expected, catalog):
+        version = self.store.commit(ref, expected, catalog)
+        if any(e.key == self.merged_key for e in catalog.visible()):
+            raise TimeoutError("no answer from the store")
+        return version
+
+
+def test_a_swap_that_landed_despite_an_error_keeps_the_merged_file(tmp_path, ref):
+    st = storage(tmp_path)
+    back_up(st, ref)
+    records = visible_records(st, ref)
+    merged_key = ref.segment(1, 5, 40).relative
+    flaky = Storage(FS, st.prefix, _LandsThenTimesOut(st.catalogs, merged_key))
+    out = compact_partition(context(tmp_path), CompactTask("orders", 0), storage=flaky)
+    assert out.error == "TimeoutError: no answer from the store"
+    assert files(ref, 1) == [Path(merged_key).name]  # not undone: it is the data now
+    assert visible_records(st, ref) == records
+    done = compact_partition(context(tmp_path), CompactTask("orders", 0), storage=st)
+    assert done.error is None and done.deleted_files == 5 and files(ref, 0) == []
+    assert visible_records(st, ref) == records
