@@ -20,6 +20,10 @@ for more segments (a later run merges it).
 
 ``max_bytes`` compares the segments' file sizes as the catalog lists them (the
 merged file is about their sum: the same records, compressed the same way).
+
+:func:`plan_partition_work` is the whole partition's plan, in the order
+:mod:`mm.backup.compaction` carries it out: crashed compaction copies undone,
+retention, pending deletes, then the runs over what stays visible.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ crashes at each step, a concurrent backup's commits, and the driver's report."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -288,8 +289,11 @@ class _FakeRDD:
         self.items = items
 
     def map(self, fn):
-        # through JSON-able dicts and pickling, as to a Spark worker
-        return _FakeRDD([fn(x) for x in self.items])
+        # pickled both ways, as between the driver and a Spark Python worker
+        fn = pickle.loads(pickle.dumps(fn))
+        return _FakeRDD(
+            [pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(x))))) for x in self.items]
+        )
 
     def collect(self):
         return list(self.items)
