@@ -216,13 +216,8 @@ class PartitionCatalog:
             raise self._error(f"cannot abort {key}: it is {self.entry(key).state}")
         return self._with(e for e in self.entries if e.key != key)
 
-    def compact(self, keys: Sequence[str], merged: SegmentEntry) -> PartitionCatalog:
-        """Swaps a contiguous run of visible level-n segments for ``merged`` (level n+1).
-
-        ``merged`` covers exactly the run's range and holds its records (same
-        count); a run cannot span a lost range (``merged`` inherits the first
-        segment's). The run's entries become DELETE_SEGMENT_STARTED.
-        """
+    def _compaction_run(self, keys: Sequence[str], merged: SegmentEntry) -> None:
+        """Checks that ``merged`` may replace the visible segments ``keys`` (see compact)."""
         index = {e.key: i for i, e in enumerate(self._visible)}
         missing = [k for k in keys if k not in index]
         if not keys or missing or len(set(keys)) != len(keys):
@@ -250,12 +245,42 @@ class PartitionCatalog:
                     f"compaction of {first.key}..{last.key} into {merged.key}: {what} {got}, "
                     f"expected {want}"
                 )
+
+    def begin_compact(self, keys: Sequence[str], merged: SegmentEntry) -> PartitionCatalog:
+        """Registers ``merged`` (COPY_SEGMENT_STARTED) before its file is written.
+
+        Checked as :meth:`compact` checks it; unlike :meth:`begin_copy` the entry
+        overlaps visible segments (the ones it will replace), which a started
+        entry may: it is not visible.
+        """
+        self._compaction_run(keys, merged)
         if any(e.key == merged.key for e in self.entries):
             raise self._error(f"compaction into {merged.key}: that key is already listed")
+        return self._with((*self.entries, replace(merged, state=STARTED)))
+
+    def compact(self, keys: Sequence[str], merged: SegmentEntry) -> PartitionCatalog:
+        """Swaps a contiguous run of visible level-n segments for ``merged`` (level n+1).
+
+        ``merged`` covers exactly the run's range and holds its records (same
+        count); a run cannot span a lost range (``merged`` inherits the first
+        segment's). The run's entries become DELETE_SEGMENT_STARTED; ``merged``'s
+        started entry (:meth:`begin_compact`), if any, is replaced.
+        """
+        self._compaction_run(keys, merged)
+        listed = [e for e in self.entries if e.key == merged.key]
+        if listed and listed[0].state is not STARTED:
+            raise self._error(
+                f"compaction into {merged.key}: that key is already listed as "
+                f"{listed[0].state}, expected {STARTED} or not listed"
+            )
         run_keys = set(keys)
         return self._with(
             (
-                *(replace(e, state=DELETING) if e.key in run_keys else e for e in self.entries),
+                *(
+                    replace(e, state=DELETING) if e.key in run_keys else e
+                    for e in self.entries
+                    if e.key != merged.key
+                ),
                 replace(merged, state=FINISHED),
             )
         )

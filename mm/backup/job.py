@@ -131,10 +131,13 @@ class BackupReport:
 
 
 def recover_partition(storage: Storage, ref: PartitionRef) -> tuple[PartitionCatalog, list[str]]:
-    """The partition's catalog with every COPY_SEGMENT_STARTED entry aborted (and its
-    file, if the crash left one at its key, deleted); the aborted keys."""
+    """The partition's catalog with every level-0 COPY_SEGMENT_STARTED entry aborted
+    (and its file, if the crash left one at its key, deleted); the aborted keys.
+
+    Higher levels are compactions' copies, which may be running: `mm backup
+    compact` cleans up its own (:mod:`mm.backup.compaction`)."""
     version, catalog = storage.catalogs.load(ref)
-    started = catalog.in_state(STARTED)
+    started = [e for e in catalog.in_state(STARTED) if e.level == 0]
     if not started:
         return catalog, []
     for e in started:
@@ -302,11 +305,9 @@ def _dirs(fs: pafs.FileSystem, path: str) -> list[str]:
     return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
 
-def list_backup(cfg: MirrorConfig) -> tuple[BackupSettings, list[PartitionListing]]:
-    """Every partition with a catalog under the region, from the catalogs alone."""
-    settings = backup_settings(cfg)
-    storage = open_storage(settings.path)
-    root = f"{storage.prefix}/{CATALOG_DIR}/{settings.region}"
+def catalog_refs(storage: Storage, region: str) -> list[PartitionRef]:
+    """Every partition with a catalog directory under the region, by topic and partition."""
+    root = f"{storage.prefix}/{CATALOG_DIR}/{region}"
     out = []
     for topic in _dirs(storage.fs, root):
         try:
@@ -314,8 +315,16 @@ def list_backup(cfg: MirrorConfig) -> tuple[BackupSettings, list[PartitionListin
         except ValueError:
             continue  # not a topic's catalog directory (e.g. someone's notes)
         parts = [d for d in _dirs(storage.fs, f"{root}/{topic}") if d.isdigit()]
-        for p in sorted(parts, key=int):
-            ref = PartitionRef(storage.prefix, settings.region, topic, int(p))
-            _version, catalog = storage.catalogs.load(ref)
-            out.append(partition_listing(catalog))
+        out += [PartitionRef(storage.prefix, region, topic, int(p)) for p in sorted(parts, key=int)]
+    return out
+
+
+def list_backup(cfg: MirrorConfig) -> tuple[BackupSettings, list[PartitionListing]]:
+    """Every partition with a catalog under the region, from the catalogs alone."""
+    settings = backup_settings(cfg)
+    storage = open_storage(settings.path)
+    out = []
+    for ref in catalog_refs(storage, settings.region):
+        _version, catalog = storage.catalogs.load(ref)
+        out.append(partition_listing(catalog))
     return settings, out

@@ -36,6 +36,22 @@ key                            meaning (default)
                                pass and the start of the next (10000)
 =============================  =====================================================
 
+Compaction and retention (:mod:`mm.backup.compaction`):
+
+================================  ==================================================
+key                               meaning (default)
+================================  ==================================================
+``backup.compact.min.segments``   fewest segments `mm backup compact` merges into
+                                  one (4; at least 2)
+``backup.compact.max.records``    records of a merged segment at most (10000000)
+``backup.compact.max.bytes``      file bytes of a merged segment at most
+                                  (1073741824)
+``backup.compact.min.age.ms``     only segments whose newest record is at least
+                                  this old are merged (0: any age)
+``backup.retention.ms``           segments whose newest record is older than this
+                                  are deleted (none, or -1: kept forever)
+================================  ==================================================
+
 The topic exclusions leave out Kafka's and MM2's internal topics (``__*``,
 ``*.internal``, ``*-internal``, ``*.replica``) and heartbeats (``heartbeats``,
 ``A.heartbeats``): they describe the cluster's replication, which a restore
@@ -74,6 +90,9 @@ DEFAULT_SEGMENT_RECORDS = 1_000_000
 DEFAULT_SEGMENT_BYTES = 256 << 20
 DEFAULT_COMPRESSION = "zstd"
 DEFAULT_INTERVAL_MS = 10_000
+DEFAULT_COMPACT_MIN_SEGMENTS = 4
+DEFAULT_COMPACT_MAX_RECORDS = 10_000_000
+DEFAULT_COMPACT_MAX_BYTES = 1 << 30
 # pyarrow.parquet's codecs (ParquetWriter's compression argument)
 COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
 FILTERS = ("auto", "raw", "broker")
@@ -92,6 +111,11 @@ BACKUP_KEYS = (
     "compression",
     "committed.filter",
     "interval.ms",
+    "compact.min.segments",
+    "compact.max.records",
+    "compact.max.bytes",
+    "compact.min.age.ms",
+    "retention.ms",
 )
 
 CommittedFilter = Literal["raw", "broker"]
@@ -122,6 +146,11 @@ class BackupSettings:
     compression: str = DEFAULT_COMPRESSION
     committed_filter: str = "auto"  # one of FILTERS
     interval_ms: int = DEFAULT_INTERVAL_MS
+    compact_min_segments: int = DEFAULT_COMPACT_MIN_SEGMENTS
+    compact_max_records: int = DEFAULT_COMPACT_MAX_RECORDS
+    compact_max_bytes: int = DEFAULT_COMPACT_MAX_BYTES
+    compact_min_age_ms: int = 0
+    retention_ms: int | None = None  # None: kept forever
 
     def topic_selected(self, topic: str) -> bool:
         return _full(self.topics, topic) and not _full(self.topics_exclude, topic)
@@ -144,6 +173,11 @@ class BackupSettings:
             "compression": self.compression,
             "committed_filter": self.committed_filter,
             "interval_ms": self.interval_ms,
+            "compact_min_segments": self.compact_min_segments,
+            "compact_max_records": self.compact_max_records,
+            "compact_max_bytes": self.compact_max_bytes,
+            "compact_min_age_ms": self.compact_min_age_ms,
+            "retention_ms": self.retention_ms,
         }
 
     @classmethod
@@ -161,6 +195,11 @@ class BackupSettings:
             compression=d["compression"],
             committed_filter=d["committed_filter"],
             interval_ms=int(d["interval_ms"]),
+            compact_min_segments=int(d["compact_min_segments"]),
+            compact_max_records=int(d["compact_max_records"]),
+            compact_max_bytes=int(d["compact_max_bytes"]),
+            compact_min_age_ms=int(d["compact_min_age_ms"]),
+            retention_ms=None if d["retention_ms"] is None else int(d["retention_ms"]),
         )
 
     def resolved_filter(self, security_protocol: str) -> CommittedFilter:
@@ -224,6 +263,26 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw.strip())
+        if value < low:
+            raise ValueError(raw)
+        return value
+
+    return parse
+
+
+def _retention(raw: str) -> int | None:
+    # -1 is Kafka's retention.ms for "forever"
+    value = int(raw.strip())
+    if value == -1:
+        return None
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         text = raw.strip().lower()
@@ -276,6 +335,14 @@ def _parsers(cwd: Path) -> dict[str, tuple[Callable[[str], Any], str]]:
         "compression": (_choice(*COMPRESSIONS), "one of " + ", ".join(COMPRESSIONS)),
         "committed.filter": (_choice(*FILTERS), "one of " + ", ".join(FILTERS)),
         "interval.ms": (_positive_int, "a positive whole number of milliseconds"),
+        "compact.min.segments": (_at_least(2), "a whole number of segments, at least 2"),
+        "compact.max.records": (_positive_int, "a positive whole number of records"),
+        "compact.max.bytes": (_positive_int, "a positive whole number of bytes"),
+        "compact.min.age.ms": (_at_least(0), "a whole number of milliseconds, 0 or more"),
+        "retention.ms": (
+            _retention,
+            "a positive whole number of milliseconds, or -1 to keep segments forever",
+        ),
     }
 
 
@@ -332,6 +399,11 @@ def parse_backup_settings(
         compression=codec,
         committed_filter=values.get("committed.filter", "auto"),
         interval_ms=values.get("interval.ms", DEFAULT_INTERVAL_MS),
+        compact_min_segments=values.get("compact.min.segments", DEFAULT_COMPACT_MIN_SEGMENTS),
+        compact_max_records=values.get("compact.max.records", DEFAULT_COMPACT_MAX_RECORDS),
+        compact_max_bytes=values.get("compact.max.bytes", DEFAULT_COMPACT_MAX_BYTES),
+        compact_min_age_ms=values.get("compact.min.age.ms", 0),
+        retention_ms=values.get("retention.ms"),
     )
 
 

@@ -8,6 +8,9 @@ until SIGTERM/SIGINT, then one ``backup stopped`` line and exit 0. ``mm backup l
 -c FILE [--json]``: what the catalogs hold, per partition. ``mm backup verify`` (exit 1
 when the store is not consistent) and ``mm backup rebuild-index``: see
 :mod:`mm.backup.verify` and :mod:`mm.backup.reindex`.
+``mm backup compact -c FILE [--level N] [--dry-run] [--json]``: merges runs of
+level-N segments into level N+1 and applies ``backup.retention.ms``
+(:mod:`mm.backup.compaction`); exit 1 when a partition failed.
 """
 
 from __future__ import annotations
@@ -46,6 +49,29 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     ls.add_argument("-c", "--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP)
     ls.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print the list as JSON"
+    )
+    compact = actions.add_parser(
+        "compact",
+        help="merge runs of small segments into the next level; delete expired segments",
+        description="Merges runs of consecutive level-N segments of each partition into one "
+        "level-N+1 segment (backup.compact.* keys), after deleting the segments "
+        "backup.retention.ms expires. Runs on Spark, one task per partition with work.",
+    )
+    compact.add_argument(
+        "-c", "--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP
+    )
+    compact.add_argument(
+        "--level",
+        type=int,
+        default=0,
+        metavar="N",
+        help="merge level-N segments into level N+1 (default 0: what the backup wrote)",
+    )
+    compact.add_argument(
+        "--dry-run", action="store_true", help="print what would be done; change nothing"
+    )
+    compact.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON"
     )
     _add_verify_actions(actions)
 
@@ -118,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action in ("verify", "rebuild-index"):
         return _run_verify_action(args)
+    if args.action == "compact":
+        return _compact(args)
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if not args.once:
@@ -135,4 +163,18 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_backup_once(load_config(args.config), timeout=args.timeout)
     print(once_json(report) if args.json else render_once(report))
+    return 0 if report.ok else 1
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from mm.backup.layout import MAX_LEVEL
+
+    if not 0 <= args.level < MAX_LEVEL:
+        raise UsageError(f"--level {args.level}: expected 0 <= N < {MAX_LEVEL}")
+    from mm.backup.compact_job import run_compact
+    from mm.backup.compact_render import compact_json, render_compact
+    from mm.config import load_config
+
+    report = run_compact(load_config(args.config), level=args.level, dry_run=args.dry_run)
+    print(compact_json(report) if args.json else render_compact(report))
     return 0 if report.ok else 1

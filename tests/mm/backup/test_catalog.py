@@ -206,3 +206,25 @@ def test_bad_documents(change, match):
     change(doc)
     with pytest.raises(CatalogError, match=match):
         catalog_from_dict(doc)
+
+
+def test_a_compaction_is_registered_started_then_swapped():
+    c = cat(seg(0, 9), seg(10, 19), seg(20, 29))
+    keys = [seg(0, 9).key, seg(10, 19).key]
+    started = c.begin_compact(keys, seg(0, 19, level=1))
+    assert started.visible() == c.visible()  # registered, not visible
+    assert started.in_state(STARTED) == (seg(0, 19, level=1, state=STARTED),)
+    # a backup still appends after the visible segments
+    assert started.begin_copy(seg(30, 39)).in_state(STARTED)[-1].start == 30
+    after = started.compact(keys, seg(0, 19, level=1))
+    assert after == c.compact(keys, seg(0, 19, level=1))
+    assert after.in_state(STARTED) == ()
+    assert started.abort_copy(seg(0, 19, level=1).key) == c  # a crashed compaction undone
+    with pytest.raises(CatalogError, match="already listed"):
+        started.begin_compact(keys, seg(0, 19, level=1))
+    with pytest.raises(CatalogError, match=r"records 19, expected 20"):
+        c.begin_compact(keys, seg(0, 19, level=1, records=19))
+    # a key listed in another state is never taken over
+    gone = cat(seg(0, 9), seg(10, 19), seg(0, 19, level=1, state=DELETED))
+    with pytest.raises(CatalogError, match="already listed as DELETE_SEGMENT_FINISHED"):
+        gone.compact(keys, seg(0, 19, level=1))
