@@ -1,7 +1,8 @@
 """`mm backup` to S3 (a local moto server over HTTP), end to end with the real CLI:
 `--once`, `ls`, `verify`; the catalog deleted and rebuilt by `rebuild-index`,
 equal to what it was; the next `--once` continues exactly where the segments end;
-`mm restore` from S3 into another cluster holds the source's records, in order.
+`compact` merges them to level 1; `mm restore` from S3 into another cluster holds
+the source's records, in order.
 
 Catalog commits must take the conditional-put path: moto records the requests,
 and every catalog version is a PUT with ``If-None-Match: *``.
@@ -87,6 +88,7 @@ def test_backup_to_s3_ls_verify_rebuild_continue_and_restore(
             f"backup.topics = {topic}",
             f"backup.region = {REGION}",
             "backup.segment.records = 50",
+            "backup.compact.min.segments = 2",
             f"mm.state.dir = {tmp_path / 'state'}",
             "spark.master = local[2]",
         ],
@@ -159,6 +161,14 @@ def test_backup_to_s3_ls_verify_rebuild_continue_and_restore(
     final = run_mm(config, "backup", "verify")
     assert final.returncode == 0, final.describe()
     assert "consistent" in final.stdout
+
+    # compacted on S3 to level 1 (the catalog switched by conditional put), still consistent
+    compacted = run_mm(config, "backup", "compact")
+    assert compacted.returncode == 0, compacted.describe()
+    for r in refs:
+        _, cat = store.load(r)
+        assert [(e.level, e.start, e.end) for e in cat.visible()] == [(1, 0, 149)]
+    assert run_mm(config, "backup", "verify").returncode == 0
 
     # restored from S3 into B: the source's records, in order, each once
     restored = run_mm(config, "restore", "--to", "B", "--topic-prefix", "s3.", "--json")

@@ -1,10 +1,11 @@
-"""Backup, then `mm restore` into another cluster: real brokers, real Spark, the real CLI.
+"""Backup, compaction, then `mm restore` into another cluster: real brokers, real Spark,
+the real CLI.
 
 The source topic holds plain records (headers in order with duplicate keys and a
 null value, a null key, a tombstone, explicit timestamps) and a transactional
 producer's records (committed transactions around an aborted one whose records
 reached the broker: offsets with no committed record). Two backup runs, a
-consumer group saved by each. The restore must write, per partition and in
+consumer group saved by each, their segments compacted to level 1. The restore must write, per partition and in
 order, exactly the records Apache Kafka's read_committed consumer sees on the
 source (judged on both sides by the raw log under Kafka's rule), once, even when
 run again; the group must land where the brute-force mapping of the two logs
@@ -145,6 +146,7 @@ def test_restore_is_exact_once_and_point_in_time(
                 f"backup.topics = {topic}",
                 f"backup.groups = {group}",
                 "backup.region = east",
+                "backup.compact.min.segments = 2",
                 f"mm.state.dir = {tmp_path / 'state'}",
                 "spark.master = local[2]",
             ]
@@ -167,6 +169,13 @@ def test_restore_is_exact_once_and_point_in_time(
     second = _mm(config, "backup", "--once")
     assert second.returncode == 0, second.describe()
     source = {p: _committed(a, topic, p) for p in range(PARTITIONS)}
+    # the two passes' level-0 segments merged into one level-1 segment per partition
+    compacted = _mm(config, "backup", "compact")
+    assert compacted.returncode == 0, compacted.describe()
+    listed = _mm(config, "backup", "ls", "--json")
+    assert listed.returncode == 0, listed.describe()
+    rows = json.loads(listed.stdout)["partitions"]
+    assert [(r["levels"], r["segments"]) for r in rows] == [([1], 1)] * PARTITIONS, rows
 
     # a dry run writes nothing
     dry = _mm(config, "restore", "--to", "B", "--topic-prefix", "full.", "--dry-run", "--json")
