@@ -310,6 +310,8 @@ def _raw_scan(
         stats,
         page_bytes=ctx.page_bytes,
         timeout=ctx.timeout,
+        # the filter compares offsets only: the consumer's records are the ones kept
+        offsets_only=True,
     )
     return records, stats, conn.close
 

@@ -126,3 +126,34 @@ def test_a_fenced_writers_open_transaction_is_not_committed_by_the_new_epoch() -
     view = committed_view(PartitionLog(batches, 7, 7, []))
     assert [r.value for r in view.records] == [b"one-committed", b"two", b"two-more"]
     assert view.aborted_records == 1 and view.open_records == 0
+
+
+def _batch_bytes(base: int, deltas: list[int]) -> bytes:
+    """One v2 record batch at ``base`` holding records at ``base + delta``."""
+    import struct
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    for d in deltas:
+        builder.append(d, 1000 + d, f"k{d}".encode(), f"v{d}".encode(), [("h", b"1")])
+    data = bytearray(builder.build())
+    data[0:8] = struct.pack(">q", base)  # the CRC does not cover the base offset
+    return bytes(data)
+
+
+def test_offsets_only_skips_decoding_but_not_a_compacted_batchs_holes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch with contiguous offsets comes back as offsets alone; one with holes
+    (compaction removed records inside it) is decoded, so its offsets stay exact."""
+    page = _batch_bytes(0, [0, 1, 2]) + _batch_bytes(3, [0, 2, 4])  # 3, 5, 7 kept
+    answer = rawlog.FetchResult(0, 8, 8, [], page)
+    monkeypatch.setattr(rawlog, "fetch", lambda *a, **kw: answer)
+    full = list(rawlog.iter_batches(None, "t", 0, 1))  # type: ignore[arg-type]
+    light = list(rawlog.iter_batches(None, "t", 0, 1, offsets_only=True))  # type: ignore[arg-type]
+    assert [[r.offset for r in b.records] for b in full] == [[1, 2], [3, 5, 7]]
+    assert [[r.offset for r in b.records] for b in light] == [[1, 2], [3, 5, 7]]
+    assert [r.value for r in full[0].records] == [b"v1", b"v2"]
+    assert [r.value for r in light[0].records] == [None, None]  # not decoded
+    assert [r.value for r in light[1].records] == [b"v0", b"v2", b"v4"]  # decoded
