@@ -290,6 +290,29 @@ def iter_segment(fs: pafs.FileSystem, path: str) -> Iterator[BackupRecord]:
             )
 
 
+# (offset, timestamp or -1, key, value, headers as (key, value) tuples or None)
+SegmentRow = tuple[int, int, bytes | None, bytes | None, list[Header] | None]
+
+
+def iter_segment_rows(fs: pafs.FileSystem, path: str) -> Iterator[SegmentRow]:
+    """The segment's records as plain tuples, column by column: what a reader that
+    handles every record (a restore) needs, without a dict and an object per row."""
+    pf = _open_input(fs, path)
+    if not pf.schema_arrow.remove_metadata().equals(SCHEMA):
+        raise SegmentFormatError(
+            f"{path}: schema {pf.schema_arrow.remove_metadata()} differs from the backup "
+            f"segment schema {SCHEMA}"
+        )
+    for batch in pf.iter_batches(columns=["offset", "timestamp", "key", "value", "headers"]):
+        offsets, stamps, keys, values, headers = (c.to_pylist() for c in batch.columns)
+        for i, hs in enumerate(headers):
+            if hs:
+                headers[i] = [(h["key"], h["value"]) for h in hs]
+            else:
+                headers[i] = None
+        yield from zip(offsets, stamps, keys, values, headers, strict=True)
+
+
 def read_segment(fs: pafs.FileSystem, path: str) -> tuple[SegmentMeta, list[BackupRecord]]:
     """Metadata and records; the records are checked against the metadata."""
     meta = read_segment_meta(fs, path)

@@ -67,9 +67,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--transaction-records",
         type=int,
-        default=10_000,
+        default=50_000,
         metavar="N",
-        help="records per restore transaction at most (default 10000)",
+        help="records per restore transaction at most (default 50000)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="report what would be restored; write nothing"

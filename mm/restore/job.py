@@ -74,7 +74,7 @@ class RestoreOptions:
     dry_run: bool = False
     timeout: float = 60.0
     replication_factor: int = -1  # the target broker's default
-    transaction_records: int = 10_000  # records per transaction at most
+    transaction_records: int = 50_000  # records per transaction at most
 
 
 @dataclass

@@ -35,11 +35,10 @@ from mm_client.kafka.clients import new_consumer, new_producer
 from mm_client.kafka.errors import wrap
 
 from mm.backup.layout import PartitionRef
-from mm.backup.segment import BackupRecord, iter_segment
+from mm.backup.segment import SegmentRow, iter_segment_rows
 from mm.backup.storage import Storage, open_storage
 from mm.restore.plan import (
     mapping_topic,
-    past_until,
     segments_from,
     start_position,
     state_group,
@@ -72,8 +71,8 @@ class RestoreContext:
     consumer: dict[str, str]  # ... and consumer settings (the position read)
     until_ms: int | None
     timeout: float
-    txn_records: int = 10_000
-    txn_bytes: int = 16 << 20
+    txn_records: int = 50_000
+    txn_bytes: int = 32 << 20
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -214,14 +213,16 @@ class _Run:
         _version, catalog = storage.catalogs.load(ref)
         self.resumed_from = self.position = start_position(catalog, committed)
         group_metadata = self.state.consumer_group_metadata()
-        batch: list[BackupRecord] = []
+        until = ctx.until_ms
+        batch: list[SegmentRow] = []
         size = 0
-        for rec in _records_from(storage, ref, self.position):
-            if past_until(rec.timestamp, ctx.until_ms):
-                self.until_stop = rec.offset
+        for row in _records_from(storage, ref, self.position):
+            if until is not None and row[1] > until and row[1] >= 0:
+                # the first record past --until (plan.past_until; no timestamp never is)
+                self.until_stop = row[0]
                 break
-            batch.append(rec)
-            size += len(rec.key or b"") + len(rec.value or b"")
+            batch.append(row)
+            size += len(row[2] or b"") + len(row[3] or b"")
             if len(batch) >= ctx.txn_records or size >= ctx.txn_bytes:
                 self._commit(batch, group_metadata)
                 batch, size = [], 0
@@ -238,24 +239,31 @@ class _Run:
             raise RestoreError(f"read the restore position of {self.where}: {got.error}")
         return int(got.offset) if got.offset >= 0 else -1
 
-    def _commit(self, batch: list[BackupRecord], group_metadata: Any) -> None:
+    def _commit(self, batch: list[SegmentRow], group_metadata: Any) -> None:
         ctx, task, producer = self.ctx, self.task, self.producer
+        topic, partition = task.target_topic, task.partition
+        produce = producer.produce
         ends = _Ends()
         last = len(batch) - 1
         try:
             producer.begin_transaction()
-            for i, r in enumerate(batch):
-                callback = ends.on_first if i == 0 else ends.on_last if i == last else None
-                kwargs: dict[str, Any] = {
-                    "partition": task.partition,
-                    "timestamp": r.timestamp if r.timestamp >= 0 else 0,
-                    "headers": list(r.headers) or None,
-                }
-                if callback is not None:
-                    kwargs["on_delivery"] = callback
+            # once per record: positional arguments, no per-record dict
+            for i, (_offset, ts, key, value, headers) in enumerate(batch):
+                ts = ts if ts >= 0 else 0
                 while True:
                     try:
-                        producer.produce(task.target_topic, r.value, r.key, **kwargs)
+                        if i == 0 or i == last:
+                            produce(
+                                topic,
+                                value,
+                                key,
+                                partition,
+                                on_delivery=ends.on_first if i == 0 else ends.on_last,
+                                timestamp=ts,
+                                headers=headers,
+                            )
+                        else:
+                            produce(topic, value, key, partition, timestamp=ts, headers=headers)
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -276,10 +284,10 @@ class _Run:
                 )
             mapping = mapping_topic(ctx.region)
             for m in transaction_runs(
-                task.target_topic, task.partition, [r.offset for r in batch], ends.first
+                task.target_topic, task.partition, [r[0] for r in batch], ends.first
             ):
                 producer.produce(mapping, m.value(), m.key(), partition=0)
-            position = batch[-1].offset + 1
+            position = batch[-1][0] + 1
             producer.send_offsets_to_transaction(
                 [TopicPartition(task.target_topic, task.partition, position)],
                 group_metadata,
@@ -307,7 +315,7 @@ def _abort(producer: Any) -> None:
         pass  # fenced or fatal: the broker (or the next init_transactions) aborts it
 
 
-def _records_from(storage: Storage, ref: PartitionRef, position: int) -> Iterator[BackupRecord]:
+def _records_from(storage: Storage, ref: PartitionRef, position: int) -> Iterator[SegmentRow]:
     """The backed-up records at or past ``position`` in offset order, across segments;
     a segment file that vanished (compaction) is found again in a fresh catalog."""
     reloads = 0
@@ -318,10 +326,10 @@ def _records_from(storage: Storage, ref: PartitionRef, position: int) -> Iterato
             return
         try:
             for entry in segments:
-                for rec in iter_segment(storage.fs, f"{storage.prefix}/{entry.key}"):
-                    if rec.offset >= position:
-                        position = rec.offset + 1
-                        yield rec
+                for row in iter_segment_rows(storage.fs, f"{storage.prefix}/{entry.key}"):
+                    if row[0] >= position:
+                        position = row[0] + 1
+                        yield row
                 position = max(position, entry.end + 1)
             return
         except FileNotFoundError:

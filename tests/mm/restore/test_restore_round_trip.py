@@ -1,16 +1,16 @@
-"""Backup, compaction, then `mm restore` into another cluster: real brokers, real Spark,
-the real CLI.
+"""Backup, compaction, then `mm restore` into another cluster: real brokers, real
+Spark, the real CLI.
 
 The source topic holds plain records (headers in order with duplicate keys and a
 null value, a null key, a tombstone, explicit timestamps) and a transactional
 producer's records (committed transactions around an aborted one whose records
-reached the broker: offsets with no committed record). Two backup runs, a
-consumer group saved by each, their segments compacted to level 1. The restore must write, per partition and in
-order, exactly the records Apache Kafka's read_committed consumer sees on the
-source (judged on both sides by the raw log under Kafka's rule), once, even when
-run again; the group must land where the brute-force mapping of the two logs
-says; ``--until`` must stop each partition at its first record after the time
-and take the group offsets of the run before it.
+reached the broker: offsets with no committed record). Two backup runs, a consumer
+group saved by each, their segments compacted to level 1. The restore must write,
+per partition and in order, exactly the records Apache Kafka's read_committed
+consumer sees on the source (judged on both sides by the raw log under Kafka's
+rule), once, even when run again; the group must land where the brute-force mapping
+of the two logs says; ``--until`` must stop each partition at its first record after
+the time and take the group offsets of the run before it.
 """
 
 from __future__ import annotations
