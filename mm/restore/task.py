@@ -213,21 +213,59 @@ class _Run:
         _version, catalog = storage.catalogs.load(ref)
         self.resumed_from = self.position = start_position(catalog, committed)
         group_metadata = self.state.consumer_group_metadata()
-        until = ctx.until_ms
-        batch: list[SegmentRow] = []
+        try:
+            self._stream(_records_from(storage, ref, self.position), group_metadata)
+        except KafkaException as exc:
+            _abort(self.producer)
+            raise wrap(exc, f"restore transaction into {self.where}") from exc
+        except RestoreError:
+            _abort(self.producer)
+            raise
+
+    def _stream(self, rows: Iterator[SegmentRow], group_metadata: Any) -> None:
+        """Produce ``rows`` in transactions as they are read: one pass, once per record.
+
+        Each record is produced when the next one is read (the last one of a
+        transaction is held back, so that it can carry the delivery callback that
+        gives the transaction's last target offset)."""
+        ctx, producer = self.ctx, self.producer
+        topic, partition = self.task.target_topic, self.task.partition
+        produce, poll = producer.produce, producer.poll
+        until, max_records, max_bytes = ctx.until_ms, ctx.txn_records, ctx.txn_bytes
+        originals: list[int] = []
+        ends = _Ends()
+        held: tuple[Any, ...] | None = None
         size = 0
-        for row in _records_from(storage, ref, self.position):
-            if until is not None and row[1] > until and row[1] >= 0:
+        for offset, ts, key, value, headers in rows:
+            if until is not None and ts > until and ts >= 0:
                 # the first record past --until (plan.past_until; no timestamp never is)
-                self.until_stop = row[0]
+                self.until_stop = offset
                 break
-            batch.append(row)
-            size += len(row[2] or b"") + len(row[3] or b"")
-            if len(batch) >= ctx.txn_records or size >= ctx.txn_bytes:
-                self._commit(batch, group_metadata)
-                batch, size = [], 0
-        if batch:
-            self._commit(batch, group_metadata)
+            if ts < 0:
+                ts = 0
+            if not originals:
+                ends = _Ends()
+                producer.begin_transaction()
+                _produce_one(producer, topic, value, key, partition, ts, headers, ends.on_first)
+            else:
+                if held is not None:
+                    try:
+                        produce(
+                            topic, held[0], held[1], partition, timestamp=held[2], headers=held[3]
+                        )
+                    except BufferError:
+                        poll(0.05)
+                        _produce_one(
+                            producer, topic, held[0], held[1], partition, held[2], held[3], None
+                        )
+                held = (value, key, ts, headers)
+            originals.append(offset)
+            size += len(key or b"") + len(value or b"")
+            if len(originals) >= max_records or size >= max_bytes:
+                self._commit(originals, held, ends, group_metadata)
+                originals, held, size = [], None, 0
+        if originals:
+            self._commit(originals, held, ends, group_metadata)
 
     def _committed(self) -> int:
         tp = TopicPartition(self.task.target_topic, self.task.partition)
@@ -239,73 +277,67 @@ class _Run:
             raise RestoreError(f"read the restore position of {self.where}: {got.error}")
         return int(got.offset) if got.offset >= 0 else -1
 
-    def _commit(self, batch: list[SegmentRow], group_metadata: Any) -> None:
+    def _commit(
+        self, originals: list[int], held: tuple[Any, ...] | None, ends: _Ends, group_metadata: Any
+    ) -> None:
+        """End the open transaction: its last record, the offset mapping, the position."""
         ctx, task, producer = self.ctx, self.task, self.producer
         topic, partition = task.target_topic, task.partition
-        produce = producer.produce
-        ends = _Ends()
-        last = len(batch) - 1
-        try:
-            producer.begin_transaction()
-            # once per record: positional arguments, no per-record dict
-            for i, (_offset, ts, key, value, headers) in enumerate(batch):
-                ts = ts if ts >= 0 else 0
-                while True:
-                    try:
-                        if i == 0 or i == last:
-                            produce(
-                                topic,
-                                value,
-                                key,
-                                partition,
-                                on_delivery=ends.on_first if i == 0 else ends.on_last,
-                                timestamp=ts,
-                                headers=headers,
-                            )
-                        else:
-                            produce(topic, value, key, partition, timestamp=ts, headers=headers)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-            left = producer.flush(ctx.timeout)
-            if left or ends.error is not None:
-                raise RestoreError(
-                    f"write to {self.where}: "
-                    + (str(ends.error) if ends.error else f"{left} records unacknowledged")
-                )
-            if last == 0:
-                ends.last = ends.first
-            if ends.last - ends.first != last:
-                raise RestoreError(
-                    f"{self.where}: the transaction's {len(batch)} records landed at offsets "
-                    f"{ends.first}-{ends.last}: another producer writes into this partition, "
-                    "so the offset mapping cannot be exact. Restore into a topic nobody else "
-                    "writes to (--topic-prefix), or stop the other producer"
-                )
-            mapping = mapping_topic(ctx.region)
-            for m in transaction_runs(
-                task.target_topic, task.partition, [r[0] for r in batch], ends.first
-            ):
-                producer.produce(mapping, m.value(), m.key(), partition=0)
-            position = batch[-1][0] + 1
-            producer.send_offsets_to_transaction(
-                [TopicPartition(task.target_topic, task.partition, position)],
-                group_metadata,
-                ctx.timeout,
+        if held is not None:
+            _produce_one(
+                producer, topic, held[0], held[1], partition, held[2], held[3], ends.on_last
             )
-            producer.commit_transaction(ctx.timeout)
-        except KafkaException as exc:
-            _abort(producer)
-            raise wrap(exc, f"restore transaction into {self.where}") from exc
-        except RestoreError:
-            _abort(producer)
-            raise
+        left = producer.flush(ctx.timeout)
+        if left or ends.error is not None:
+            raise RestoreError(
+                f"write to {self.where}: "
+                + (str(ends.error) if ends.error else f"{left} records unacknowledged")
+            )
+        if held is None:  # one record: its callback was the first's
+            ends.last = ends.first
+        n = len(originals)
+        if ends.last - ends.first != n - 1:
+            raise RestoreError(
+                f"{self.where}: the transaction's {n} records landed at offsets "
+                f"{ends.first}-{ends.last}: another producer writes into this partition, "
+                "so the offset mapping cannot be exact. Restore into a topic nobody else "
+                "writes to (--topic-prefix), or stop the other producer"
+            )
+        mapping = mapping_topic(ctx.region)
+        for m in transaction_runs(topic, partition, originals, ends.first):
+            producer.produce(mapping, m.value(), m.key(), partition=0)
+        position = originals[-1] + 1
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, partition, position)], group_metadata, ctx.timeout
+        )
+        producer.commit_transaction(ctx.timeout)
         self.position = position
-        self.records += len(batch)
+        self.records += n
         self.transactions += 1
         if self.first_restored is None:
             self.first_restored = ends.first
         self.last_restored = ends.last
+
+
+def _produce_one(
+    producer: Any,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None,
+    partition: int,
+    ts: int,
+    headers: Any,
+    on_delivery: Any,
+) -> None:
+    """produce(), waiting while librdkafka's queue is full."""
+    while True:
+        try:
+            producer.produce(
+                topic, value, key, partition, on_delivery=on_delivery, timestamp=ts, headers=headers
+            )
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 def _abort(producer: Any) -> None:

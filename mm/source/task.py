@@ -586,7 +586,13 @@ def _mirror_with(
             # the last committed transaction's syncs may not have reached the source
             syncs.write(state[1], state[0])
         floors = _floors(pool)
-        committed, metadata = _resume_floor(floors.get(key, -1), committed, metadata, spec, log)
+        resumed, metadata = _resume_floor(floors.get(key, -1), committed, metadata, spec, log)
+        if resumed != committed:
+            # the broker's position is behind the records it holds: put it right first,
+            # or a partition with nothing more to mirror would keep reporting it
+            _commit_position_only(producer, _group_metadata(rt, clients, pool), spec, resumed)
+            result.metadata = ""
+            committed = resumed
         result.resumed_from = result.position = committed
         if committed < 0:
             # no position: a new partition, or the state was lost (never re-mirror blindly)

@@ -1,5 +1,5 @@
 """Backup, compaction, then `mm restore` into another cluster: real brokers, real
-Spark, the real CLI.
+Spark, the real CLI, the store on a local directory and on S3 (a local moto server).
 
 The source topic holds plain records (headers in order with duplicate keys and a
 null value, a null key, a tombstone, explicit timestamps) and a transactional
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,12 +114,37 @@ def _group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
 
 
+@pytest.fixture(params=["local", "s3"])
+def store_path(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """``backup.path``: a local directory, or a bucket on a local moto S3 server (the
+    AWS credentials in this process's environment: `mm` subprocesses inherit it)."""
+    if request.param == "local":
+        yield str(tmp_path / "store")
+        return
+    from mm.embedded.s3 import AWS_ENV, MotoServer
+
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    server = MotoServer(tmp_path / "moto.log")
+    server.start()
+    try:
+        server.create_bucket("mm-restore")
+        host = server.endpoint.removeprefix("http://")
+        region = AWS_ENV["AWS_DEFAULT_REGION"]
+        yield f"s3://mm-restore/bk?endpoint_override={host}&scheme=http&region={region}"
+    finally:
+        server.stop()
+
+
 def test_restore_is_exact_once_and_point_in_time(
     cluster_a: KafkaCluster,
     cluster_b: KafkaCluster,
     unique_topic: Any,
     unique_group: Any,
     tmp_path: Path,
+    store_path: str,
 ) -> None:
     a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
     topic, group = unique_topic("rs"), unique_group("rs")
@@ -142,7 +168,7 @@ def test_restore_is_exact_once_and_point_in_time(
                 f"A.bootstrap.servers = {a}",
                 f"B.bootstrap.servers = {b}",
                 "backup.cluster = A",
-                f"backup.path = {tmp_path / 'store'}",
+                f"backup.path = {store_path}",
                 f"backup.topics = {topic}",
                 f"backup.groups = {group}",
                 "backup.region = east",

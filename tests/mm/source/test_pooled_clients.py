@@ -144,6 +144,13 @@ def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() 
         f"v{i}".encode() for i in range(40)
     ]
     assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 80
+    # lost again with nothing more to mirror: the position is committed again all the same
+    target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (79, "")
+    idle = mirror_range(
+        rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 80, 80), log=log, clients=clients, pool=pool
+    )
+    assert idle.resumed_from == idle.position == 80
+    assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 80
 
 
 def test_a_lost_commit_keeps_no_floor_across_pools_nor_over_a_lost_state() -> None:
