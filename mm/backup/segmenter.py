@@ -14,8 +14,10 @@ Offsets between records that are neither records nor lost are gaps
 
 A segment is cut when it holds ``max_records`` records or ``max_bytes`` bytes
 (keys, values, header keys and values), ending at its last record so the next
-segment starts right after it; at a lost range (a segment never spans one: the
-catalog records a lost range *before* a segment); and at :meth:`close`, which
+segment starts right after it; before a record whose timestamp is ``max_age_ms``
+or more past the segment's oldest (the segment ends just before that record); at
+a lost range (a segment never spans one: the catalog records a lost range
+*before* a segment); and at :meth:`close`, which
 ends the last segment at the offset before the one given, so a range that ends
 with a transaction marker or aborted records is covered to its end. Cut
 segments go to ``emit`` at once: a task holds one segment's records at most.
@@ -53,6 +55,7 @@ class Segmenter:
         *,
         max_records: int,
         max_bytes: int,
+        max_age_ms: int | None = None,
         lost_reason: str = "retention",
     ) -> None:
         if max_records <= 0 or max_bytes <= 0:
@@ -60,6 +63,8 @@ class Segmenter:
         self._emit = emit
         self._max_records = max_records
         self._max_bytes = max_bytes
+        self._max_age = max_age_ms
+        self._oldest: int | None = None  # the open segment's oldest timestamp (>= 0)
         self._reason = lost_reason
         self.start = start  # first offset of the segment being filled
         self.next = start  # first offset not accounted for yet
@@ -76,6 +81,11 @@ class Segmenter:
             raise ValueError(
                 f"record at offset {r.offset}: expected offsets from {self.next} on, increasing"
             )
+        if self._max_age is not None and r.timestamp >= 0:
+            if self._oldest is not None and r.timestamp - self._oldest >= self._max_age:
+                self._cut(r.offset - 1)  # the gaps before r stay with the older segment
+            if self._oldest is None or r.timestamp < self._oldest:
+                self._oldest = r.timestamp
         self._records.append(r)
         self._bytes += record_bytes(r)
         self.next = r.offset + 1
@@ -120,6 +130,7 @@ class Segmenter:
         cut = SegmentCut(self.start, end, self._records, self._lost)
         self._records = []
         self._bytes = 0
+        self._oldest = None
         self._lost = None
         self.start = self.next = end + 1
         self._emit(cut)

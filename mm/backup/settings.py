@@ -24,6 +24,9 @@ key                            meaning (default)
 ``backup.segment.bytes``       key + value + header bytes per segment at most
                                (268435456); a segment's records are held in memory
                                while it is written, so this bounds a task's memory
+``backup.segment.ms``          record time a segment spans at most: a record whose
+                               timestamp is this much past the segment's oldest
+                               starts a new one (none, or -1: no limit)
 ``backup.compression``         Parquet codec: none, snappy, gzip, brotli, lz4, zstd
                                (zstd)
 ``backup.committed.filter``    how aborted transactions are kept out (``auto``):
@@ -108,6 +111,7 @@ BACKUP_KEYS = (
     "region",
     "segment.records",
     "segment.bytes",
+    "segment.ms",
     "compression",
     "committed.filter",
     "interval.ms",
@@ -143,6 +147,7 @@ class BackupSettings:
     region: str = ""
     segment_records: int = DEFAULT_SEGMENT_RECORDS
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_ms: int | None = None  # None: no limit on the record time a segment spans
     compression: str = DEFAULT_COMPRESSION
     committed_filter: str = "auto"  # one of FILTERS
     interval_ms: int = DEFAULT_INTERVAL_MS
@@ -170,6 +175,7 @@ class BackupSettings:
             "region": self.region,
             "segment_records": self.segment_records,
             "segment_bytes": self.segment_bytes,
+            "segment_ms": self.segment_ms,
             "compression": self.compression,
             "committed_filter": self.committed_filter,
             "interval_ms": self.interval_ms,
@@ -192,6 +198,7 @@ class BackupSettings:
             region=d["region"],
             segment_records=int(d["segment_records"]),
             segment_bytes=int(d["segment_bytes"]),
+            segment_ms=None if d.get("segment_ms") is None else int(d["segment_ms"]),
             compression=d["compression"],
             committed_filter=d["committed_filter"],
             interval_ms=int(d["interval_ms"]),
@@ -274,7 +281,7 @@ def _at_least(low: int) -> Callable[[str], int]:
 
 
 def _retention(raw: str) -> int | None:
-    # -1 is Kafka's retention.ms for "forever"
+    # -1 is Kafka's retention.ms for "forever" (here also: no segment time limit)
     value = int(raw.strip())
     if value == -1:
         return None
@@ -332,6 +339,10 @@ def _parsers(cwd: Path) -> dict[str, tuple[Callable[[str], Any], str]]:
         ),
         "segment.records": (_positive_int, "a positive whole number of records"),
         "segment.bytes": (_positive_int, "a positive whole number of bytes"),
+        "segment.ms": (
+            _retention,
+            "a positive whole number of milliseconds, or -1 for no limit",
+        ),
         "compression": (_choice(*COMPRESSIONS), "one of " + ", ".join(COMPRESSIONS)),
         "committed.filter": (_choice(*FILTERS), "one of " + ", ".join(FILTERS)),
         "interval.ms": (_positive_int, "a positive whole number of milliseconds"),
@@ -396,6 +407,7 @@ def parse_backup_settings(
         region=region,
         segment_records=values.get("segment.records", DEFAULT_SEGMENT_RECORDS),
         segment_bytes=values.get("segment.bytes", DEFAULT_SEGMENT_BYTES),
+        segment_ms=values.get("segment.ms"),
         compression=codec,
         committed_filter=values.get("committed.filter", "auto"),
         interval_ms=values.get("interval.ms", DEFAULT_INTERVAL_MS),

@@ -352,6 +352,7 @@ def _backup(
         writer,
         max_records=settings.segment_records,
         max_bytes=settings.segment_bytes,
+        max_age_ms=settings.segment_ms,
     )
     consumer = consumer_factory(consumer_conf(ctx.consumer))
     closers: list[Callable[[], None]] = [consumer.close]

@@ -46,12 +46,14 @@ def test_values():
             "region": "east-1",
             "segment.records": "10",
             "segment.bytes": "2048",
+            "segment.ms": "3600000",
             "compression": " Snappy ",
             "committed.filter": "broker",
         },
     )
     assert s.topics == ("orders.*", "payments") and s.topics_exclude == ("orders-tmp",)
     assert s.region == "east-1" and s.segment_records == 10 and s.segment_bytes == 2048
+    assert s.segment_ms == 3_600_000 and parse(**{"segment.ms": "-1"}).segment_ms is None
     assert s.compression == "snappy" and s.committed_filter == "broker"
     assert BackupSettings.from_dict(s.to_dict()) == s
 
@@ -107,6 +109,7 @@ def test_paths(tmp_path):
         ({"segment.records": "0"}, "backup.segment.records", "positive whole number of records"),
         ({"segment.records": "1e6"}, "backup.segment.records", "records"),
         ({"segment.bytes": "-5"}, "backup.segment.bytes", "positive whole number of bytes"),
+        ({"segment.ms": "0"}, "backup.segment.ms", "or -1 for no limit"),
         ({"compression": "lzo"}, "backup.compression", "one of none, snappy, gzip"),
         ({"committed.filter": "yes"}, "backup.committed.filter", "one of auto, raw, broker"),
     ],

@@ -1,4 +1,4 @@
-"""Cutting a read into segments (pure): rotation by records and bytes, gaps at the
+"""Cutting a read into segments (pure): rotation by records, bytes and record time, gaps at the
 tail, lost ranges carried by the segment after them."""
 
 from __future__ import annotations
@@ -43,6 +43,25 @@ def test_rotation_by_bytes():
     seg.record(rec(2, value=b"y" * 6))  # 10 in all
     seg.close(3)
     assert spans(cuts) == [(0, 0, [0], None), (1, 2, [1, 2], None)]
+
+
+def test_rotation_by_record_time_ends_before_the_record_past_the_span():
+    cuts: list[SegmentCut] = []
+    seg = Segmenter(0, cuts.append, max_records=1000, max_bytes=1 << 30, max_age_ms=10)
+
+    def at(offset: int, ts: int) -> BackupRecord:
+        return BackupRecord(offset, ts, TIMESTAMP_CREATE, b"k", b"v")
+
+    seg.record(at(0, 1000))
+    seg.record(at(1, 995))  # out of order: the oldest is now 995
+    seg.record(at(2, -1))  # no timestamp: never cuts
+    seg.record(at(4, 1004))  # 9 past the oldest
+    seg.record(at(6, 1005))  # 10 past: a new segment from 6, the gap at 5 stays behind
+    seg.record(at(7, 1014))
+    seg.close(8)
+    assert spans(cuts) == [(0, 5, [0, 1, 2, 4], None), (6, 7, [6, 7], None)]
+    with pytest.raises(ValueError, match="positive"):
+        Segmenter(0, cuts.append, max_records=0, max_bytes=1)
 
 
 def test_a_lost_range_cuts_and_is_carried_by_the_next_segment():
