@@ -30,7 +30,7 @@ from mm.backup.job import catalog_refs
 from mm.backup.settings import backup_settings
 from mm.backup.storage import open_storage
 from mm.config import MirrorConfig
-from mm.errors import MirrorError
+from mm.spark_tasks import map_tasks, run_python_tasks
 
 
 @dataclass
@@ -141,36 +141,18 @@ def _run_tasks(
     tasks: list[CompactTask],
     spark_factory: Callable[[], Any] | None,
 ) -> list[PartitionCompaction]:
-    if spark_factory is not None:
-        spark = spark_factory()
-    else:
-        from mm.spark_session import build_spark
-
-        spark = build_spark("mm-backup-compact", cfg.spark)
-    try:
-        return run_partitions(spark, ctx, tasks)
-    except MirrorError:
-        raise
-    except Exception as exc:
-        # a task catches its own errors; this is Spark itself (a worker died...)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MirrorError(
-            f"the Spark job failed: {first}; what partitions committed before it stands, "
-            "the next run finishes the rest"
-        ) from exc
-    finally:
-        if spark_factory is None:
-            spark.stop()
+    return run_python_tasks(
+        cfg,
+        "mm-backup-compact",
+        functools.partial(compact_partition, ctx.to_dict()),
+        tasks,
+        spark_factory,
+        "what partitions committed before it stands, the next run finishes the rest",
+    )
 
 
 def run_partitions(
     spark: Any, ctx: CompactContext, tasks: list[CompactTask]
 ) -> list[PartitionCompaction]:
     """Each partition in its own Spark task; the summaries, in task order."""
-    fn: Callable[[CompactTask], PartitionCompaction] = functools.partial(
-        compact_partition, ctx.to_dict()
-    )
-    result: list[PartitionCompaction] = (
-        spark.sparkContext.parallelize(list(tasks), len(tasks)).map(fn).collect()
-    )
-    return result
+    return map_tasks(spark, functools.partial(compact_partition, ctx.to_dict()), tasks)

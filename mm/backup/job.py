@@ -45,7 +45,7 @@ from mm.backup.storage import Storage, open_storage
 from mm.backup.task import RangeSummary, RangeTask, TaskContext, backup_range
 from mm.backup.topics import describe_topics, write_topic_meta
 from mm.config import MirrorConfig
-from mm.errors import MirrorError
+from mm.spark_tasks import map_tasks, run_python_tasks
 
 Key = tuple[str, int]
 
@@ -259,24 +259,15 @@ def _run_tasks(
     tasks: list[RangeTask],
     spark_factory: Callable[[], Any] | None,
 ) -> list[RangeSummary]:
-    if not tasks:
-        return []
-    spark = spark_factory() if spark_factory else _spark(cfg)
-    try:
-        return run_ranges(spark, ctx, tasks)
-    except MirrorError:
-        raise
-    except Exception as exc:
-        # a task catches its own errors; this is Spark itself (a worker died...):
-        # one line, not a JVM stack trace
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MirrorError(
-            f"the Spark job failed: {first}; partitions whose segments were committed "
-            "before it keep them, the next run continues from there"
-        ) from exc
-    finally:
-        if spark_factory is None:
-            spark.stop()
+    return run_python_tasks(
+        cfg,
+        "mm-backup",
+        functools.partial(backup_range, ctx.to_dict()),
+        tasks,
+        spark_factory,
+        "partitions whose segments were committed before it keep them, the next run "
+        "continues from there",
+    )
 
 
 def run_ranges(spark: Any, ctx: TaskContext, tasks: list[RangeTask]) -> list[RangeSummary]:
@@ -284,11 +275,7 @@ def run_ranges(spark: Any, ctx: TaskContext, tasks: list[RangeTask]) -> list[Ran
 
     The context travels as a plain dict inside the mapped function; records never
     leave the Python workers."""
-    fn: Callable[[RangeTask], RangeSummary] = functools.partial(backup_range, ctx.to_dict())
-    result: list[RangeSummary] = (
-        spark.sparkContext.parallelize(list(tasks), len(tasks)).map(fn).collect()
-    )
-    return result
+    return map_tasks(spark, functools.partial(backup_range, ctx.to_dict()), tasks)
 
 
 def _spark(cfg: MirrorConfig) -> Any:

@@ -60,6 +60,7 @@ from mm.restore.plan import (
     target_topic_name,
 )
 from mm.restore.task import RestoreContext, RestoreSummary, RestoreTask, restore_partition
+from mm.spark_tasks import run_python_tasks
 
 Key = tuple[str, int]
 
@@ -147,14 +148,15 @@ def backed_up_partitions(
     return out
 
 
-def _topic_filter(pattern: str | None) -> Callable[[str], bool]:
+def _full_match(option: str, pattern: str | None) -> Callable[[str], bool]:
+    """``--topics`` / ``--groups``: a regex matching whole names; None keeps all."""
     if pattern is None:
-        return lambda _t: True
+        return lambda _name: True
     try:
         rx = re.compile(pattern)
     except re.error as exc:
-        raise UsageError(f"--topics {pattern!r} is not a regular expression: {exc}") from None
-    return lambda t: rx.fullmatch(t) is not None
+        raise UsageError(f"{option} {pattern!r} is not a regular expression: {exc}") from None
+    return lambda name: rx.fullmatch(name) is not None
 
 
 def run_restore(
@@ -170,13 +172,15 @@ def run_restore(
             f"--to {options.to}: no such cluster; expected one of {', '.join(cfg.clusters)} "
             "(the clusters line of the properties file)"
         )
-    groups_rx = _group_filter(options.groups)
+    groups_rx = _full_match("--groups", options.groups)
     target = cfg.cluster(options.to)
     admin_conf = target.librdkafka("admin")
     consumer_conf = target.librdkafka("consumer")
     storage = open_storage(settings.path)
     report = RestoreReport(settings.region, settings.path, options.to, options)
-    catalogs = backed_up_partitions(storage, settings.region, _topic_filter(options.topics))
+    catalogs = backed_up_partitions(
+        storage, settings.region, _full_match("--topics", options.topics)
+    )
     names = {t: target_topic_name(options.topic_prefix, t) for t, _p in catalogs}
     where = f"cluster {options.to}"
     admin = new_admin(admin_conf)
@@ -224,16 +228,6 @@ def run_restore(
     )
     report.seconds = time.monotonic() - started
     return report
-
-
-def _group_filter(pattern: str | None) -> Callable[[str], bool]:
-    if pattern is None:
-        return lambda _g: True
-    try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"--groups {pattern!r} is not a regular expression: {exc}") from None
-    return lambda g: rx.fullmatch(g) is not None
 
 
 def _partition_counts(admin: Any, where: str, timeout: float) -> dict[str, int]:
@@ -331,29 +325,15 @@ def _run_tasks(
     tasks: list[RestoreTask],
     spark_factory: Callable[[], Any] | None,
 ) -> list[RestoreSummary]:
-    from mm.spark_session import build_spark
-
-    spark = spark_factory() if spark_factory else build_spark("mm-restore", cfg.spark)
-    try:
-        fn: Callable[[RestoreTask], RestoreSummary] = functools.partial(
-            restore_partition, ctx.to_dict()
-        )
-        result: list[RestoreSummary] = (
-            spark.sparkContext.parallelize(list(tasks), len(tasks)).map(fn).collect()
-        )
-        return result
-    except MirrorError:
-        raise
-    except Exception as exc:
-        # a task reports its own errors; this is Spark itself (a worker died...)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MirrorError(
-            f"the Spark job failed: {first}; the partitions' committed transactions stay, "
-            "and running the restore again continues from them"
-        ) from exc
-    finally:
-        if spark_factory is None:
-            spark.stop()
+    return run_python_tasks(
+        cfg,
+        "mm-restore",
+        functools.partial(restore_partition, ctx.to_dict()),
+        tasks,
+        spark_factory,
+        "the partitions' committed transactions stay, and running the restore again "
+        "continues from them",
+    )
 
 
 def _snapshots(storage: Storage, region: str) -> dict[int, str]:

@@ -120,21 +120,10 @@ class _Ends:
 
 
 def producer_conf(ctx: RestoreContext, task: RestoreTask) -> dict[str, Any]:
-    conf: dict[str, Any] = dict(ctx.producer)
-    conf.update(
-        {
-            "transactional.id": transactional_id(ctx.region, task.target_topic, task.partition),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": conf.get("linger.ms", 5),
-            "batch.size": conf.get("batch.size", 1_000_000),
-            "queue.buffering.max.messages": conf.get("queue.buffering.max.messages", 500_000),
-            "queue.buffering.max.kbytes": conf.get("queue.buffering.max.kbytes", 1_048_576),
-            "message.max.bytes": conf.get("message.max.bytes", 100_000_000),
-            "transaction.timeout.ms": conf.get("transaction.timeout.ms", 120_000),
-        }
-    )
-    return conf
+    from mm.source.task import transactional_producer_conf
+
+    txn_id = transactional_id(ctx.region, task.target_topic, task.partition)
+    return transactional_producer_conf(ctx.producer, txn_id)
 
 
 def _state_consumer_conf(ctx: RestoreContext) -> dict[str, Any]:

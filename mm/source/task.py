@@ -203,24 +203,32 @@ def _quick(conf: dict[str, Any]) -> dict[str, Any]:
     return {"reconnect.backoff.ms": 10, **conf}
 
 
-def _producer_conf(rt: FlowRuntime, spec: RangeSpec) -> dict[str, Any]:
-    conf = _quick(rt.target_producer)
+def transactional_producer_conf(base: dict[str, Any], transactional_id: str) -> dict[str, Any]:
+    """A copying task's transactional producer: ``base`` (the user's settings win where
+    they set them) with the transactional id and the batching a bulk copy wants."""
+    conf = dict(base)
     conf.update(
         {
-            "transactional.id": rt.transactional_id(spec.target_topic, spec.partition),
+            "transactional.id": transactional_id,
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": conf.get("linger.ms", 5),
             "batch.size": conf.get("batch.size", 1_000_000),
             "queue.buffering.max.messages": conf.get("queue.buffering.max.messages", 500_000),
             "queue.buffering.max.kbytes": conf.get("queue.buffering.max.kbytes", 1_048_576),
-            # the broker, not the client, decides what is too large; we pre-check
-            # against the target topic's limit to name the record
+            # the broker, not the client, decides what is too large; the mirror
+            # pre-checks against the target topic's limit to name the record
             "message.max.bytes": conf.get("message.max.bytes", 100_000_000),
             "transaction.timeout.ms": conf.get("transaction.timeout.ms", 120_000),
         }
     )
     return conf
+
+
+def _producer_conf(rt: FlowRuntime, spec: RangeSpec) -> dict[str, Any]:
+    return transactional_producer_conf(
+        _quick(rt.target_producer), rt.transactional_id(spec.target_topic, spec.partition)
+    )
 
 
 def _consumer_conf(rt: FlowRuntime) -> dict[str, Any]:
