@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from mm_client import commit_group_offsets
 from mm_client.kafka.admin import describe_groups
@@ -39,7 +39,7 @@ from mm_client.kafka.clients import new_admin, new_consumer
 from mm_client.kafka.errors import wrap
 
 from mm.backup.catalog import PartitionCatalog
-from mm.backup.groups import GROUPS_DIR, OffsetRun, decode_group_offsets
+from mm.backup.groups import GROUPS_DIR, decode_group_offsets
 from mm.backup.layout import CATALOG_DIR, PartitionRef, check_topic
 from mm.backup.settings import backup_settings
 from mm.backup.storage import Storage, open_storage
@@ -47,13 +47,11 @@ from mm.backup.topics import read_topic_meta
 from mm.checkpoint.rules import group_is_idle
 from mm.config import MirrorConfig
 from mm.errors import MirrorError, UsageError
-from mm.kafka.watermarks import watermarks
+from mm.restore.mapping_read import read_mapping_runs
 from mm.restore.plan import (
     GroupMove,
-    decode_mapping,
     group_moves,
     mapping_topic,
-    merge_runs,
     pick_group_snapshot,
     start_position,
     state_group,
@@ -216,6 +214,8 @@ def run_restore(
             settings.region,
             target.librdkafka("producer"),
             consumer_conf,
+            admin_conf,
+            options.to,
             options.until_ms,
             options.timeout,
             txn_records=options.transaction_records,
@@ -379,10 +379,10 @@ def _groups(
             for g in sorted(offsets, key=lambda x: (x.group, x.topic, x.partition))
         ]
     else:
-        ends = {
-            k: end for k, (_start, end) in watermarks(consumer_conf, keys, options.timeout).items()
-        }
-        runs = _mapping_runs(consumer_conf, region, set(keys), options.timeout)
+        ends = _high_watermarks(consumer_conf, keys, options.timeout)
+        runs = read_mapping_runs(
+            target_admin, consumer_conf, region, set(keys), options.timeout, f"cluster {options.to}"
+        )
         moves = group_moves(offsets, names, runs, ends)
     by_group: dict[str, list[GroupMove]] = defaultdict(list)
     for m in moves:
@@ -427,47 +427,22 @@ def _groups(
     return rows, chosen
 
 
-def _mapping_runs(
-    consumer_conf: dict[str, str], region: str, keys: set[Key], timeout: float
-) -> dict[Key, tuple[OffsetRun, ...]]:
-    """The offset mapping of ``keys`` (target topic, partition), read back from the
-    mapping topic to its end."""
-    topic = mapping_topic(region)
-    (_low, end) = watermarks(consumer_conf, [(topic, 0)], timeout)[(topic, 0)]
-    found: dict[Key, list[OffsetRun]] = defaultdict(list)
-    if end <= 0:
-        return {}
-    consumer = new_consumer(
-        {
-            **consumer_conf,
-            "group.id": state_group(region),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
+def _high_watermarks(
+    consumer_conf: dict[str, str], keys: list[Key], timeout: float
+) -> dict[Key, int]:
+    """Each restored partition's end past its last record. The high watermark, not the
+    last stable offset: once the restore's transactions are done they are the same on
+    Apache Kafka, and a broker whose last stable offset lags (the embedded Tansu) must
+    not put a group's end below records it holds."""
+    consumer = new_consumer({**consumer_conf, "group.id": "mm-restore-ends"})
     try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout
-        position = 0
-        while position < end:
-            if time.monotonic() > deadline:
-                raise MirrorError(f"read {topic}: at offset {position} of {end} after {timeout:g}s")
-            for m in consumer.consume(1000, 0.5):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, m.offset() or 0)
-                        continue
-                    raise wrap(KafkaException(err), f"read {topic}")
-                position = (m.offset() or 0) + 1
-                try:
-                    rec = decode_mapping(m.value(), f"{topic}@{m.offset()}")
-                except ValueError as exc:
-                    raise MirrorError(str(exc)) from None
-                if (rec.topic, rec.partition) in keys:
-                    found[(rec.topic, rec.partition)].append(rec.run)
+        out = {}
+        for t, p in keys:
+            try:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout)
+            except KafkaException as exc:
+                raise wrap(exc, f"end offset of {t}[{p}]") from exc
+            out[(t, p)] = int(high)
+        return out
     finally:
         consumer.close()
-    return {k: merge_runs(v) for k, v in found.items()}

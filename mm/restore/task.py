@@ -12,6 +12,15 @@ original offsets, to :func:`mm.restore.plan.mapping_topic`) and the new position
 with whole transactions only, and the next restore continues at the committed
 position: nothing twice, nothing skipped.
 
+The position is also read from the mapping itself (read_committed, see
+:mod:`mm.restore.mapping_read`): one past the last original offset of the
+partition's last committed run. On Apache Kafka the two agree; where they do not,
+the mapping wins, because it commits with the records: a broker that lost an
+acknowledged offset commit (the embedded Tansu does, when a killed producer's late
+batch leaves a transaction it never ends on the shared mapping partition) would
+otherwise make the next restore write records twice, and one that applied an
+aborted transaction's offsets would make it skip them.
+
 The records of a transaction must land one after another (its first and last
 delivery reports span exactly its record count), which holds when the restore is
 the partition's only writer. When another producer writes into the partition at
@@ -69,6 +78,8 @@ class RestoreContext:
     region: str
     producer: dict[str, str]  # the target cluster's librdkafka producer settings
     consumer: dict[str, str]  # ... and consumer settings (the position read)
+    admin: dict[str, str]  # ... and admin settings (the mapping topic's leader)
+    target: str  # the target cluster's alias, for messages
     until_ms: int | None
     timeout: float
     txn_records: int = 50_000
@@ -137,6 +148,12 @@ def _state_consumer_conf(ctx: RestoreContext) -> dict[str, Any]:
     }
 
 
+def _log() -> Any:
+    from mm.logs import get_logger
+
+    return get_logger("mm.restore.task")
+
+
 def restore_partition(ctx_dict: dict[str, Any], task: RestoreTask) -> RestoreSummary:
     """Restore ``task``'s partition from its position to the backup's end (or the first
     record past ``until_ms``); errors end up in the summary, never raised."""
@@ -200,7 +217,21 @@ class _Run:
         storage = open_storage(ctx.path)
         ref = PartitionRef(storage.prefix, ctx.region, task.topic, task.partition)
         _version, catalog = storage.catalogs.load(ref)
-        self.resumed_from = self.position = start_position(catalog, committed)
+        position = start_position(catalog, committed)
+        mapped = self._mapped_position()
+        if mapped is not None and mapped != position:
+            # the mapping commits with the records; the group's offset is only a copy
+            # (a broker that lost an acknowledged offset commit, or applied an aborted
+            # one, would make this restore write records twice or skip them)
+            _log().warning(
+                "restore position differs from the offset mapping; resuming from the mapping",
+                target_topic=task.target_topic,
+                partition=task.partition,
+                committed=committed,
+                mapped=mapped,
+            )
+            position = mapped
+        self.resumed_from = self.position = position
         group_metadata = self.state.consumer_group_metadata()
         try:
             self._stream(_records_from(storage, ref, self.position), group_metadata)
@@ -255,6 +286,22 @@ class _Run:
                 originals, held, size = [], None, 0
         if originals:
             self._commit(originals, held, ends, group_metadata)
+
+    def _mapped_position(self) -> int | None:
+        """One past the last original offset the mapping holds committed for this
+        partition; None when it holds nothing for it."""
+        from mm.restore.mapping_read import read_mapping_runs
+
+        key = (self.task.target_topic, self.task.partition)
+        runs = read_mapping_runs(
+            self.ctx.admin,
+            self.ctx.consumer,
+            self.ctx.region,
+            {key},
+            self.ctx.timeout,
+            f"cluster {self.ctx.target}",
+        ).get(key)
+        return runs[-1].original_last + 1 if runs else None
 
     def _committed(self) -> int:
         tp = TopicPartition(self.task.target_topic, self.task.partition)
