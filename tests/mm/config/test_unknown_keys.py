@@ -230,3 +230,20 @@ def test_check_keys_false_reports_nothing(
     text = "clusters = A\nA.bootstrap.servers = a:1\nzzz = 1\nmm.config.strict = true\n"
     load_config(write(tmp_path / "mm2.properties", text), env={}, check_keys=False)
     assert capsys.readouterr().err == ""
+
+
+def test_process_settings_in_the_environment_are_not_unknown_keys(tmp_path: Path) -> None:
+    from mm.config.loader import unknown_config_keys
+
+    path = write(tmp_path / "mm2.properties", "clusters = A\nA.bootstrap.servers = a:1\n")
+    env = {
+        "MM_LOG_LEVEL": "DEBUG",
+        "MM_LOG_FORMAT": "json",
+        "MM_SPARK_LOG_LEVEL": "WARN",
+        "MM_CONFIG": str(path),
+        "MM_EMBEDDED_STATE": "/tmp/state.json",
+    }
+    assert unknown_config_keys(path, env=env) == []
+    assert [u.key for u in unknown_config_keys(path, env={"MM_EMBEDED_STATE": "x"})] == [
+        "embeded.state"
+    ]
