@@ -166,16 +166,18 @@ class ProgressLog:
             self._window = dict.fromkeys(window, 0)
             self._since = now
             st = self._stats
+            # copies (one C-level step each): batches update them on another thread
+            ends, positions = dict(st.ends), dict(st.positions)
             behind = {
-                k: end - st.positions.get(k, -1)
-                for k, end in st.ends.items()
-                if end > st.positions.get(k, -1)
+                k: end - positions.get(k, -1)
+                for k, end in ends.items()
+                if end > positions.get(k, -1)
             }
         self._log.info(
             "mirror progress",
             seconds=round(seconds, 1),
             **window,
-            partitions=len(st.ends),
+            partitions=len(ends),
             partitions_behind=len(behind),
             lag_records=sum(behind.values()),
             total_records=st.records,
