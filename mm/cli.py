@@ -122,13 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from mm.logs import configure_logging
+    from mm.logs import configure_logging, set_program
 
     configure_logging(args.log_level)
+    set_program(f"mm {args.command}")
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:
-        print(f"mm {args.command}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # several for unknown keys in strict mode
+            print(f"mm {args.command}: {line}", file=sys.stderr)
         return 2
     except UsageError as exc:
         print(f"mm {args.command}: {exc}", file=sys.stderr)

@@ -15,6 +15,17 @@ from typing import Any
 import structlog
 
 _configured = False
+_program = "mm"
+
+
+def set_program(name: str) -> None:
+    """The running command (``mm mirror``): plain lines on stderr start with it."""
+    global _program
+    _program = name
+
+
+def program() -> str:
+    return _program
 
 
 class _CurrentStderr:

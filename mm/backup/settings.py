@@ -70,7 +70,6 @@ cluster ``backup`` when there is one, and is warned about as unknown otherwise.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -128,12 +127,6 @@ CommittedFilter = Literal["raw", "broker"]
 def is_backup_key(key: str) -> bool:
     """True for a top-level key that is always a backup setting (see the docstring)."""
     return key.startswith(PREFIX) and key.removeprefix(PREFIX) in BACKUP_KEYS
-
-
-def closest_backup_key(key: str) -> str | None:
-    """The known backup key closest to an unknown ``backup.*`` key, for a warning."""
-    close = difflib.get_close_matches(key.removeprefix(PREFIX), BACKUP_KEYS, n=1, cutoff=0.6)
-    return PREFIX + close[0] if close else None
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         help="connect-mirror-maker.properties (default: $MM_CONFIG)",
     )
     check.add_argument("--json", action="store_true", help="print the summary as JSON")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="unknown keys are an error (exit 2), as with mm.config.strict = true; "
+        "without it each is a warning on stderr",
+    )
     defaults = actions.add_parser(
         "defaults",
         help="list every flow-level key with our default and MM2's where it differs",
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         path = args.config or os.environ.get("MM_CONFIG")
         if not path:
             raise UsageError("no configuration file: pass -c FILE or set MM_CONFIG")
-        summary = check_summary(path)
+        summary = check_summary(path, strict=args.strict)
         print(json.dumps(summary, indent=2, default=str) if args.json else render_check(summary))
         return 0
     rows = defaults_rows()
@@ -86,19 +92,28 @@ def run(args: argparse.Namespace) -> int:
 # --- check ------------------------------------------------------------------------
 
 
-def check_summary(path: str) -> dict[str, Any]:
+def check_summary(path: str, *, strict: bool = False) -> dict[str, Any]:
     """Load ``path`` like a job does; the effective settings as JSON-ready data.
 
-    A ConfigError propagates; the log events of a successful load become ``notes``.
+    A ConfigError propagates (unknown keys too when ``strict``); unknown keys are
+    warnings on stderr, as for every command, and notes; the log events of a
+    successful load become ``notes`` too.
     """
     from structlog.testing import capture_logs
 
     from mm.config import load_config
+    from mm.config.loader import unknown_config_keys
 
     # the capture only swaps the processors: the configured level still filters
     with capture_logs() as events:
-        config = load_config(path)
-    return _summary(config, path, events)
+        config = load_config(path, strict=strict)
+    unknown = [
+        {"log_level": "warning", "event": "unknown config key", "key": u.key}
+        | ({"where": u.where} if u.where else {})
+        | ({"did_you_mean": u.closest} if u.closest else {})
+        for u in unknown_config_keys(path)
+    ]
+    return _summary(config, path, [*unknown, *events])
 
 
 def _summary(config: MirrorConfig, path: str, events: list[Any]) -> dict[str, Any]:

@@ -29,8 +29,9 @@ Examples::
     MM_MM_STATE_DIR=/var/lib/mm               mm.state.dir
 
 Process settings read elsewhere (``RESERVED``: log level/format, Spark log level,
-config path) are never treated as overrides. Variables that name no listed cluster
-or have empty segments are skipped with a warning.
+config path, `mm embedded`'s state file) are never treated as overrides.
+Variables that name no listed cluster or have empty segments are skipped with a
+warning.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ from mm.logs import get_logger
 __all__ = ["ENV_PREFIX", "RESERVED", "apply_env_overrides", "env_key"]
 
 ENV_PREFIX = "MM_"
-RESERVED = frozenset({"MM_LOG_LEVEL", "MM_LOG_FORMAT", "MM_SPARK_LOG_LEVEL", "MM_CONFIG"})
+RESERVED = frozenset(
+    {"MM_LOG_LEVEL", "MM_LOG_FORMAT", "MM_SPARK_LOG_LEVEL", "MM_CONFIG", "MM_EMBEDDED_STATE"}
+)
 
 
 def _log() -> Any:

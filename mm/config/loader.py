@@ -14,9 +14,14 @@ How each top-level key is read, first rule that applies:
 6. top-level ``security.protocol``, ``ssl.*``, ``sasl.*``: inherited by every
    cluster that does not set them (as MM2 does).
 7. anything else: kept in ``MirrorConfig.other``; MM2/Connect keys we ignore are
-   logged at info, unknown keys at warning. An unknown ``backup.*`` key (no
-   cluster is called ``backup``) also goes to ``MirrorConfig.backup``, warned
-   about with the closest backup key.
+   logged at info. An unknown ``backup.*`` key (no cluster is called ``backup``)
+   also goes to ``MirrorConfig.backup``.
+
+Unknown keys (typos: ``A->B.topcs``, ``mm.mirror.trigger.second``,
+``backup.pth``) are found by :mod:`mm.config.unknown` when :func:`load_config`
+reads the file, before anything starts: one warning line each on stderr with the
+closest known key, or, with ``mm.config.strict = true`` (or ``strict=True``), a
+ConfigError listing them (exit 2). :func:`build_config` itself does not report them.
 
 Every invalid value raises ``ConfigError(key, value, expected)`` with the key as
 written (``primary->backup.emit.checkpoints.interval.seconds``); secrets show as
@@ -29,27 +34,29 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
-from mm.backup.settings import closest_backup_key, is_backup_key
+from mm.backup.settings import is_backup_key
 from mm.config.env import apply_env_overrides
 from mm.config.keys import (
-    IGNORED_KEYS,
-    IGNORED_PREFIXES,
+    ignored_reason,
     inherited_client_key,
     is_secret_key,
     mask_if_secret,
 )
 from mm.config.librdkafka import ROLES, to_librdkafka
 from mm.config.model import ClusterConfig, FlowConfig, MirrorConfig
-from mm.config.properties import load_properties
+from mm.config.properties import load_properties_with_lines
 from mm.config.settings import parse_settings
 from mm.errors import ConfigError
 from mm.logs import get_logger
 
-__all__ = ["FLOW_KEYS", "build_config", "load_config"]
+if TYPE_CHECKING:
+    from mm.config.unknown import UnknownKey
+
+__all__ = ["FLOW_KEYS", "build_config", "load_config", "unknown_config_keys"]
 
 
 def _log() -> Any:
@@ -82,15 +89,33 @@ _PROVIDER_REF = re.compile(r"\$\{[^}]*:[^}]*\}")
 
 
 def load_config(
-    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    strict: bool = False,
+    check_keys: bool = True,
 ) -> MirrorConfig:
     """Read ``path`` (None: no file), apply ``MM_*`` overrides from ``env`` (default
-    ``os.environ``, see ``mm.config.env``) and validate the result."""
-    props, sources = _effective(path, env)
+    ``os.environ``, see ``mm.config.env``) and validate the result.
+
+    Unknown keys are reported first (``check_keys``): a warning line each on stderr,
+    or an UnknownConfigKeysError when ``strict`` or ``mm.config.strict = true``.
+    """
+    from mm.config.unknown import (
+        UnknownConfigKeysError,
+        find_unknown_keys,
+        is_strict,
+        report_unknown_keys,
+    )
+
+    props, sources, lines = _effective(path, env)
     try:
+        if check_keys:
+            unknown = find_unknown_keys(props, lines=lines, sources=sources)
+            report_unknown_keys(unknown, strict=strict or is_strict(props))
         return build_config(props, config_path=Path(path) if path is not None else None)
     except ConfigError as exc:
-        if exc.key not in sources:
+        if exc.key not in sources or isinstance(exc, UnknownConfigKeysError):
             raise
         # the value came from the environment: say which variable to fix
         raise ConfigError(f"{exc.key} (from {sources[exc.key]})", exc.value, exc.expected) from None
@@ -98,10 +123,24 @@ def load_config(
 
 def _effective(
     path: str | os.PathLike[str] | None, env: Mapping[str, str] | None
-) -> tuple[dict[str, str], dict[str, str]]:
-    props = load_properties(path) if path is not None else {}
+) -> tuple[dict[str, str], dict[str, str], dict[str, int]]:
+    """(properties, {key: MM_* variable that set it}, {key: line in the file})."""
+    props, lines = load_properties_with_lines(path) if path is not None else ({}, {})
     known = [*_GLOBAL_FLOW_KEYS, "enabled", "clusters", "mm.state.dir"]
-    return apply_env_overrides(props, os.environ if env is None else env, known_keys=known)
+    merged, sources = apply_env_overrides(
+        props, os.environ if env is None else env, known_keys=known
+    )
+    return merged, sources, lines
+
+
+def unknown_config_keys(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> list[UnknownKey]:
+    """The unknown keys :func:`load_config` reports for this file and environment."""
+    from mm.config.unknown import find_unknown_keys
+
+    props, sources, lines = _effective(path, env)
+    return find_unknown_keys(props, lines=lines, sources=sources)
 
 
 def effective_properties(
@@ -146,10 +185,7 @@ def build_config(
         elif head in cluster_keys and "." in key:
             cluster_keys[head][key.removeprefix(f"{head}.")] = key
         elif head == "backup" and "." in key:
-            backup[key.removeprefix("backup.")] = value
-            _log().warning(
-                "unknown backup.* setting ignored", key=key, did_you_mean=closest_backup_key(key)
-            )
+            backup[key.removeprefix("backup.")] = value  # unknown: see mm.config.unknown
         elif inherited_client_key(key):
             inherited[key] = value
         else:
@@ -167,7 +203,7 @@ def build_config(
         state_dir=_state_dir(props, cwd),
         mm=mm,
         backup=backup,
-        settings=parse_settings(mm, warn=_log().warning),
+        settings=parse_settings(mm),  # unknown mm.* keys: see mm.config.unknown
         other=other,
         config_path=config_path,
     )
@@ -188,16 +224,14 @@ def _aliases(props: Mapping[str, str]) -> list[str]:
 
 
 def _note_unused(key: str, *, shown: str | None = None) -> None:
-    """Log a key we keep but do not use; ``shown`` is its spelling in the file."""
+    """Log an MM2 key we keep but do not use; ``shown`` is its spelling in the file.
+
+    Unknown keys are reported by load_config (mm.config.unknown), not here."""
     shown = shown or key
-    if key in IGNORED_KEYS:
-        _log().info("config key accepted and ignored", key=shown, reason=IGNORED_KEYS[key])
-    elif key.startswith(IGNORED_PREFIXES):
-        _log().info("config key accepted and ignored", key=shown, reason="Kafka Connect setting")
+    if (reason := ignored_reason(key)) is not None:
+        _log().info("config key accepted and ignored", key=shown, reason=reason)
     elif key == "enabled":
         _log().warning("config key ignored", key=shown, reason="enable each flow with X->Y.enabled")
-    else:
-        _log().warning("unknown config key kept but not used", key=shown)
 
 
 def _warn_unresolved_references(props: Mapping[str, str]) -> None:

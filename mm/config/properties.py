@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mm.errors import ConfigError, ConfigFileError
 
-__all__ = ["load_properties", "parse_properties"]
+__all__ = ["load_properties", "load_properties_with_lines", "parse_properties"]
 
 _BLANK = " \t\f"
 _SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -36,12 +36,19 @@ def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, st
 
     ``source`` only names the text in errors (a malformed ``\\u`` escape).
     """
+    return _parse(text, source)[0]
+
+
+def _parse(text: str, source: str) -> tuple[dict[str, str], dict[str, int]]:
+    """({key: value}, {key: line number of its (last) definition})."""
     result: dict[str, str] = {}
+    lines: dict[str, int] = {}
     for lineno, logical in _logical_lines(text):
         key_raw, value_raw = _split_key_value(logical)
         key = _unescape(key_raw, source, lineno)
         result[key] = _unescape(value_raw, source, lineno)
-    return result
+        lines[key] = lineno
+    return result, lines
 
 
 def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -50,6 +57,13 @@ def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     The file is read as UTF-8, falling back to ISO-8859-1 (what Java's
     ``Properties.load(InputStream)`` assumes) when it is not valid UTF-8.
     """
+    return load_properties_with_lines(path)[0]
+
+
+def load_properties_with_lines(
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, str], dict[str, int]]:
+    """:func:`load_properties`, and the line number where each key is (last) set."""
     file = Path(path)
     try:
         data = file.read_bytes()
@@ -60,7 +74,7 @@ def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("iso-8859-1")
-    return parse_properties(text, source=str(file))
+    return _parse(text, str(file))
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:

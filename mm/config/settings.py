@@ -70,6 +70,13 @@ def _port(raw: str) -> int | None:
     return value
 
 
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()  # as Kafka's ConfigDef reads a BOOLEAN
+    if value not in ("true", "false"):
+        raise ValueError(raw)
+    return value == "true"
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError(raw)
@@ -77,6 +84,13 @@ def _text(raw: str) -> str:
 
 
 _SETTINGS = (
+    Setting(
+        "config.strict",
+        False,
+        _bool,
+        "true or false",
+        "unknown config keys are an error (exit 2) instead of a warning",
+    ),
     Setting(
         "mirror.trigger.seconds",
         1.0,
@@ -140,6 +154,14 @@ _SETTINGS = (
         _positive_float,
         "a positive number of seconds",
         "idle partitions' mirror positions are committed again this often",
+    ),
+    Setting(
+        "mirror.log.summary.seconds",
+        60.0,
+        _positive_float,
+        "a positive number of seconds",
+        "the mirror logs a progress summary this often (per batch only at DEBUG, "
+        "or when a batch mirrored records other than heartbeats)",
     ),
     Setting(
         "mirror.retry.timeout.seconds",

@@ -99,8 +99,97 @@ def topic_planner(cfg: MirrorConfig, flow: FlowConfig) -> TopicMirrorPlanner:
     )
 
 
-def batch_handler(flow: FlowConfig, stats: FlowStats) -> Callable[[Any, int], None]:
+class ProgressLog:
+    """What one flow's mirror logs about its micro-batches.
+
+    A batch that mirrored records other than heartbeats is an INFO "micro-batch
+    mirrored" event (tests and operators read those); an idle batch (nothing, or
+    only heartbeat records, which move every second) is the same event at DEBUG.
+    Every ``interval`` seconds (mm.mirror.log.summary.seconds) an INFO "mirror
+    progress" event sums the batches since the last one: batches (idle ones too),
+    records, bytes, heartbeat records, and the partitions still behind their
+    planned end with their lag. :meth:`tick` emits a due summary between batches.
+    """
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        stats: FlowStats,
+        log: Any,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._is_heartbeats = flow.policy().is_heartbeats_topic
+        self._stats = stats
+        self._log = log
+        self._interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()  # batches run on a Spark callback thread
+        self._since = clock()
+        self._window = dict.fromkeys(
+            ("batches", "idle_batches", "records", "bytes", "heartbeat_records"), 0
+        )
+
+    def batch(self, batch_id: int, rows: list[Any], lag: dict[str, int], seconds: float) -> None:
+        records = sum(r.records for r in rows)
+        bytes_ = sum(r.bytes for r in rows)
+        heartbeats = sum(r.records for r in rows if self._is_heartbeats(r.topic))
+        idle = records == heartbeats
+        emit = self._log.debug if idle else self._log.info
+        emit(
+            "micro-batch mirrored",
+            batch=batch_id,
+            records=records,
+            bytes=bytes_,
+            partitions=len(rows),
+            lag=lag,
+            total_records=self._stats.records,
+            lost_total=self._stats.lost,
+            seconds=seconds,
+        )
+        with self._lock:
+            w = self._window
+            w["batches"] += 1
+            w["idle_batches"] += idle
+            w["records"] += records
+            w["bytes"] += bytes_
+            w["heartbeat_records"] += heartbeats
+        self.tick()
+
+    def tick(self) -> None:
+        """Log the summary if ``interval`` seconds passed since the last one."""
+        with self._lock:
+            now = self._clock()
+            if now - self._since < self._interval:
+                return
+            window, seconds = self._window, now - self._since
+            self._window = dict.fromkeys(window, 0)
+            self._since = now
+            st = self._stats
+            # copies (one C-level step each): batches update them on another thread
+            ends, positions = dict(st.ends), dict(st.positions)
+            behind = {
+                k: end - positions.get(k, -1)
+                for k, end in ends.items()
+                if end > positions.get(k, -1)
+            }
+        self._log.info(
+            "mirror progress",
+            seconds=round(seconds, 1),
+            **window,
+            partitions=len(ends),
+            partitions_behind=len(behind),
+            lag_records=sum(behind.values()),
+            total_records=st.records,
+            lost_total=st.lost,
+        )
+
+
+def batch_handler(
+    flow: FlowConfig, stats: FlowStats, progress: ProgressLog | None = None
+) -> Callable[[Any, int], None]:
     log = get_logger("mm.mirror", flow=flow.name)
+    progress = progress or ProgressLog(flow, stats, log, interval=60.0)
 
     def handle(batch_df: Any, batch_id: int) -> None:
         started = time.monotonic()
@@ -137,17 +226,7 @@ def batch_handler(flow: FlowConfig, stats: FlowStats) -> Callable[[Any, int], No
                 stats.errors.pop(key, None)
         stats.records += records
         stats.bytes += bytes_
-        log.info(
-            "micro-batch mirrored",
-            batch=batch_id,
-            records=records,
-            bytes=bytes_,
-            partitions=len(rows),
-            lag=lag,
-            total_records=stats.records,
-            lost_total=stats.lost,
-            seconds=round(time.monotonic() - started, 3),
-        )
+        progress.batch(batch_id, rows, lag, round(time.monotonic() - started, 3))
 
     return handle
 
@@ -251,6 +330,13 @@ def _run_flows(
     spark.dataSource.register(MirrorDataSource)
     max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
     stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
+    summary_seconds = float(cfg.setting("mirror.log.summary.seconds"))
+    progress = {
+        f.name: ProgressLog(
+            f, stats[f.name], get_logger("mm.mirror", flow=f.name), interval=summary_seconds
+        )
+        for f in flows
+    }
 
     def start(flow: FlowConfig) -> Any:
         checkpoint = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
@@ -261,7 +347,7 @@ def _run_flows(
             .load()
         )
         writer = (
-            df.writeStream.foreachBatch(batch_handler(flow, stats[flow.name]))
+            df.writeStream.foreachBatch(batch_handler(flow, stats[flow.name], progress[flow.name]))
             .option("checkpointLocation", str(checkpoint))
             .queryName(f"mirror {flow.name}")
         )
@@ -326,6 +412,8 @@ def _run_flows(
                 progress_at_start[name] = st.batches
                 st.restarts += 1
                 active[name] = start(by_name[name])
+            for name in active:
+                progress[name].tick()  # an idle flow runs no batches: summarise anyway
             if active and not stop.is_set():
                 # wakes as soon as a query ends (not on a fixed poll); the short
                 # timeout keeps signals and restarts responsive

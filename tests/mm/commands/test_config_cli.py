@@ -69,14 +69,21 @@ def write_props(path: Path, props: dict[str, str]) -> Path:
 
 
 def assert_one_line_error(
-    proc: subprocess.CompletedProcess[str], key: str, value: str, expected: str
+    proc: subprocess.CompletedProcess[str],
+    key: str,
+    value: str,
+    expected: str,
+    *,
+    warnings: tuple[str, ...] = (),
 ) -> str:
+    """Exit 2 and one error line on stderr, after exactly ``warnings`` (unknown keys)."""
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
-    line = lines[0]
+    assert len(lines) == 1 + len(warnings), proc.stderr
+    assert tuple(lines[:-1]) == warnings, proc.stderr
+    line = lines[-1]
     assert line.startswith("mm config: invalid config "), line
     assert key in line, line
     assert value in line, line
@@ -214,13 +221,18 @@ def test_help_of_commands_without_a_config_file_does_not_describe_one() -> None:
 def test_errors_never_show_secrets(
     tmp_path: Path, error: dict[str, str], key: str, value: str, expected: str
 ) -> None:
-    # unknown and ignored keys are logged by the loader: they must not add stderr lines
+    # ignored MM2 keys are logged by the loader: they add no stderr line; an unknown
+    # key adds its warning (line 10 of the file) before the error
     props = {**BASE, **SECRETS, "tasks.max": "4", "some.unknown.key": "x", **error}
     path = write_props(tmp_path / "mm2.properties", props)
     proc = mm("config", "check", "-c", str(path))
-    line = assert_one_line_error(proc, key, value, expected)
+    warning = (
+        "mm config: warning: unknown config key some.unknown.key (line 10); "
+        "no MirrorMaker 2 or mm key is spelt like it"
+    )
+    assert_one_line_error(proc, key, value, expected, warnings=(warning,))
     for secret in SECRET_VALUES:
-        assert secret not in line
+        assert secret not in proc.stderr
 
 
 def test_check_masks_secrets_of_a_valid_file(tmp_path: Path) -> None:
@@ -269,7 +281,11 @@ def test_check_reports_bad_env_override(
 def test_check_accepts_the_production_file_without_showing_secrets() -> None:
     proc = mm("config", "check", "-c", str(PRODUCTION))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""  # the loader's notes are part of the summary
+    # the loader's notes are part of the summary; the one unknown key is also on stderr
+    assert proc.stderr.splitlines() == [
+        "mm config: warning: unknown config key mm.alert.lag.seconds (line 63); "
+        "did you mean mm.alert.checkpoint.age.seconds?"
+    ]
     out = proc.stdout
     for secret in PRODUCTION_SECRETS:
         assert secret not in out
@@ -419,3 +435,61 @@ def test_building_the_parser_does_not_import_pyspark() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+# --- unknown keys -----------------------------------------------------------------
+
+TYPOS = "A->B.topcs = orders\nmm.mirror.trigger.second = 5\n"
+TYPO_LINES = [
+    "unknown config key A->B.topcs (line 5); did you mean A->B.topics?",
+    "unknown config key mm.mirror.trigger.second (line 6); did you mean mm.mirror.trigger.seconds?",
+]
+
+
+def write_typos(path: Path, extra: str = "") -> Path:
+    write_props(path, BASE)  # four lines
+    path.write_text(path.read_text() + TYPOS + extra, encoding="utf-8")
+    return path
+
+
+def test_check_warns_about_unknown_keys_on_stderr_and_in_the_notes(tmp_path: Path) -> None:
+    path = write_typos(tmp_path / "mm2.properties")
+    proc = mm("config", "check", "-c", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [f"mm config: warning: {line}" for line in TYPO_LINES]
+    assert "warning: unknown config key (key=A->B.topcs, where=line 5, " in proc.stdout
+    notes = json.loads(mm("config", "check", "-c", str(path), "--json").stdout)["notes"]
+    assert {"level": "warning", "event": "unknown config key", "key": "A->B.topcs"} | {
+        "where": "line 5",
+        "did_you_mean": "A->B.topics",
+    } in notes
+
+
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        pytest.param(("config", "check", "--strict"), "", id="check-strict"),
+        pytest.param(("config", "check"), "mm.config.strict = true\n", id="check-strict-key"),
+        # any command: refused before it connects to anything or starts Spark
+        pytest.param(("mirror",), "mm.config.strict = true\n", id="mirror-strict-key"),
+    ],
+)
+def test_strict_mode_exits_2_naming_every_unknown_key(
+    tmp_path: Path, args: tuple[str, ...], extra: str
+) -> None:
+    path = write_typos(tmp_path / "mm2.properties", extra)
+    proc = mm(*args, "-c", str(path))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    name = f"mm {args[0]}"
+    assert proc.stderr.splitlines() == [
+        *(f"{name}: {line}" for line in TYPO_LINES),
+        f"{name}: 2 unknown config keys: fix or remove them (unknown keys are errors with "
+        "mm.config.strict = true or `mm config check --strict`)",
+    ]
+
+
+def test_strict_check_of_a_clean_file_passes(tmp_path: Path) -> None:
+    path = write_props(tmp_path / "mm2.properties", {**BASE, "tasks.max": "4"})
+    proc = mm("config", "check", "-c", str(path), "--strict")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
