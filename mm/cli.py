@@ -126,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_logging(args.log_level)
     set_program(f"mm {args.command}")
+    from confluent_kafka import KafkaException
+    from mm_client.kafka.errors import wrap
+
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:
@@ -137,6 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except MirrorError as exc:
         print(f"mm {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KafkaException as exc:
+        # librdkafka refusing to build a client (an unreadable CA or keystore, an
+        # unsupported SASL mechanism) raises at construction, outside every wrap():
+        # one line naming the setting, not a traceback
+        print(f"mm {args.command}: error: {wrap(exc, 'Kafka client')}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

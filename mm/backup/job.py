@@ -195,6 +195,15 @@ def read_group_offsets(
     return rows, errors, time_ms
 
 
+def task_context(cfg: MirrorConfig, settings: BackupSettings, timeout: float) -> TaskContext:
+    """What every Spark task of a pass gets: the backed-up cluster's consumer settings,
+    its security settings included (tasks build their own clients on the workers),
+    and the committed filter that cluster's protocol allows."""
+    consumer = cfg.cluster(settings.cluster).librdkafka("consumer")
+    mode = settings.resolved_filter(str(consumer.get("security.protocol", "PLAINTEXT")))
+    return TaskContext(settings.to_dict(), dict(consumer), mode, timeout)
+
+
 def run_backup_once(
     cfg: MirrorConfig,
     *,
@@ -207,10 +216,9 @@ def run_backup_once(
 
     started = time.monotonic()
     settings = backup_settings(cfg)
-    cluster = cfg.cluster(settings.cluster)
-    consumer = cluster.librdkafka("consumer")
-    admin = cluster.librdkafka("admin")
-    mode = settings.resolved_filter(str(consumer.get("security.protocol", "PLAINTEXT")))
+    ctx = task_context(cfg, settings, timeout)
+    consumer, mode = ctx.consumer, ctx.committed_filter
+    admin = cfg.cluster(settings.cluster).librdkafka("admin")
     storage = open_storage(settings.path)
     report = BackupReport(settings.cluster, settings.region, settings.path, mode)
 
@@ -240,7 +248,6 @@ def run_backup_once(
         for pl in plans
         if pl.has_data
     ]
-    ctx = TaskContext(settings.to_dict(), dict(consumer), mode, timeout)
     summaries = _run_tasks(cfg, ctx, tasks, spark_factory)
     by_key = {(s.topic, s.partition): s for s in summaries}
     report.rows = [PartitionRow(pl, by_key.get((pl.topic, pl.partition))) for pl in plans]

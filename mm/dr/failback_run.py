@@ -96,7 +96,7 @@ def find_divergence(
     Raises MirrorError when no failover point was recorded for ``flow``.
     """
     source = cfg.cluster(flow.source)
-    reads.require_plaintext(source)
+    reads.require_plaintext(source, "mm failback")
     if point is None:
         point = failover_point_of(cfg, flow, timeout)
     keys = [(p.topic, p.partition) for p in point.partitions]
@@ -236,6 +236,11 @@ def run_failback(
     ConfigError before anything is read or written on A.
     """
     rev = None if quarantine_only else reverse_flow(cfg, flow)
+    # A's log is read raw (and B's too, to mirror back): refuse TLS/SASL before the
+    # failover point is read, not after a round trip to B
+    reads.require_plaintext(cfg.cluster(flow.source), "mm failback")
+    if rev is not None:
+        reads.require_plaintext(cfg.cluster(flow.target), "mm failback")
     point = failover_point_of(cfg, flow, timeout)
     back = None if rev is None else _Back(cfg, flow, rev, point, timeout)
     divergence = find_divergence(

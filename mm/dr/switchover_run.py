@@ -52,8 +52,8 @@ class FlowReads:
         self.flow = flow
         self.timeout = timeout
         source, target = cfg.cluster(flow.source), cfg.cluster(flow.target)
-        reads.require_plaintext(source)
-        reads.require_plaintext(target)
+        reads.require_plaintext(source, "mm switchover / mm failback")
+        reads.require_plaintext(target, "mm switchover / mm failback")
         self.policy = flow.policy()
         self.src_admin = source.librdkafka("admin")
         self.tgt_admin = target.librdkafka("admin")

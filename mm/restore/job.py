@@ -157,6 +157,25 @@ def _full_match(option: str, pattern: str | None) -> Callable[[str], bool]:
     return lambda name: rx.fullmatch(name) is not None
 
 
+def restore_context(cfg: MirrorConfig, options: RestoreOptions) -> RestoreContext:
+    """What every Spark task of a restore gets: the target cluster's producer and
+    consumer settings, its security settings included (tasks build their own
+    clients on the workers)."""
+    settings = backup_settings(cfg)
+    target = cfg.cluster(options.to)
+    return RestoreContext(
+        settings.path,
+        settings.region,
+        target.librdkafka("producer"),
+        target.librdkafka("consumer"),
+        target.librdkafka("admin"),
+        options.to,
+        options.until_ms,
+        options.timeout,
+        txn_records=options.transaction_records,
+    )
+
+
 def run_restore(
     cfg: MirrorConfig,
     options: RestoreOptions,
@@ -209,17 +228,7 @@ def run_restore(
         return report
     if tasks:
         _ensure_mapping_topic(admin, settings.region, where, options)
-        ctx = RestoreContext(
-            settings.path,
-            settings.region,
-            target.librdkafka("producer"),
-            consumer_conf,
-            admin_conf,
-            options.to,
-            options.until_ms,
-            options.timeout,
-            txn_records=options.transaction_records,
-        )
+        ctx = restore_context(cfg, options)
         by_key = {(s.topic, s.partition): s for s in _run_tasks(cfg, ctx, tasks, spark_factory)}
         for row in report.rows:
             row.summary = by_key.get((row.topic, row.partition))

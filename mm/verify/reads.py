@@ -32,15 +32,19 @@ from mm.verify.compare import CheckpointIn, Sync
 Key = tuple[str, int]
 
 
-def require_plaintext(cluster: ClusterConfig) -> None:
-    """The raw log reader speaks plain TCP: refuse TLS/SASL clusters up front."""
+def require_plaintext(cluster: ClusterConfig, command: str = "mm verify") -> None:
+    """The raw log reader (:mod:`mm.kafka.rawlog`) speaks plain TCP: refuse TLS/SASL
+    clusters up front, before anything is read, rather than fail on a garbled answer.
+
+    ``command`` names the command in the message (verify, switchover and failback all
+    read logs raw)."""
     protocol = str(cluster.librdkafka("consumer").get("security.protocol", "PLAINTEXT"))
     if protocol.upper() != "PLAINTEXT":
         raise ConfigError(
             f"{cluster.alias}.security.protocol",
             protocol,
-            "PLAINTEXT: mm verify reads logs with its own Fetch requests, which do not "
-            "support TLS or SASL yet",
+            f"PLAINTEXT: {command} reads logs with its own Fetch requests (mm.kafka.rawlog), "
+            "which do not support TLS or SASL yet",
         )
 
 
