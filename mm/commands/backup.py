@@ -160,8 +160,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from mm.backup.job import run_backup_once
     from mm.backup.render import once_json, render_once
+    from mm.backup.settings import backup_settings
+    from mm.reach import require_reachable
 
-    report = run_backup_once(load_config(args.config), timeout=args.timeout)
+    cfg = load_config(args.config)
+    # a continuous backup retries an unreachable cluster instead (each pass)
+    require_reachable(cfg, [backup_settings(cfg).cluster], args.timeout)
+    report = run_backup_once(cfg, timeout=args.timeout)
     print(once_json(report) if args.json else render_once(report))
     return 0 if report.ok else 1
 
