@@ -11,6 +11,7 @@ afterwards still makes the target exactly the source.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,13 +45,14 @@ from support.mirror import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
+ORDINARY = re.compile(r" WARN ProcessingTimeExecutor: Current batch is falling behind\.")
 WAIT = 180.0
 SETTINGS = {
     "mm.mirror.trigger.seconds": "0.5",
     "mm.mirror.max.records.per.partition.per.batch": "2000",
     "A->B.emit.checkpoints.interval.seconds": "1",
     "A->B.refresh.groups.interval.seconds": "1",
-    "A->B.emit.heartbeats.interval.seconds": "0.5",
+    "A->B.emit.heartbeats.interval.seconds": "1",
     "spark.master": "local[1]",
 }
 
@@ -110,8 +112,18 @@ def assert_clean_stop(job: Job, tree: list[Any], stopped_event: str) -> None:
         if "java." in line or "py4j" in line.lower() or "\tat " in line
     ]
     assert not noise, "\n".join(noise[:40])
-    # every line is one of the job's own structured log events
-    assert all(line.startswith("{") for line in err.splitlines() if line.strip()), tail
+    # from the signal on, nothing but the job's own structured log events; Spark's
+    # start-up banner before it is not ours to judge, nor the one line of ordinary
+    # operation a micro-batch that ended just as the signal came may still log
+    lines = err.splitlines()
+    first = next((i for i, line in enumerate(lines) if '"stop requested"' in line), None)
+    assert first is not None, tail
+    after = [
+        line
+        for line in lines[first:]
+        if line.strip() and not line.startswith("{") and not ORDINARY.search(line)
+    ]
+    assert not after, "\n".join(after[:40])
     left = wait_all_gone(tree, 30)
     assert not left, "left running:\n" + tree_description(left)
 
@@ -134,14 +146,19 @@ def test_mirror_stops_cleanly_mid_stream(
         cluster_b.bootstrap_servers,
         [topic],
         state_dir=tmp_path / "state",
-        extra=SETTINGS,
+        extra={**SETTINGS, "mm.mirror.max.records.per.partition.per.batch": "20000"},
     )
-    producer = BackgroundProducer(cluster_a.bootstrap_servers, topic, PARTITIONS).start()
+    # A backlog, then records keep coming: micro-batches of up to 3 x 20,000 records
+    # one after another, so the signal lands in the middle of one (the case that
+    # printed a thousand lines of Java stack)
+    producer = BackgroundProducer(
+        cluster_a.bootstrap_servers, topic, PARTITIONS, rate_per_partition=3000
+    ).start()
+    time.sleep(3.0)
     job = Job(config, "mirror")
     try:
-        # records flowing, micro-batches one after another: the stop lands among them
         assert (
-            wait_for_batches(job.err_path, 3, WAIT, alive=lambda: job.proc.poll() is None) >= 3
+            wait_for_batches(job.err_path, 1, WAIT, alive=lambda: job.proc.poll() is None) >= 1
         ), job.stderr()[-6000:]
         tree = process_tree(job.proc.pid)
         assert any("java" in p.cmd for p in tree), tree_description(tree)
