@@ -82,7 +82,9 @@ Configuration is MirrorMaker 2's connect-mirror-maker.properties, read unchanged
 MM_-prefixed environment variables override it (MM_A__BOOTSTRAP_SERVERS overrides
 A.bootstrap.servers). Jobs keep Spark checkpoints and state under mm.state.dir
 (default: {DEFAULT_STATE_DIR_HELP} under the working directory).
-Exit codes: 0 ok, 1 failure or refused operation, 2 invalid configuration or usage.
+Exit codes: 0 ok (also a long-running job stopped by SIGTERM or Ctrl-C), 1 failure
+or refused operation (a cluster that does not answer too), 2 invalid configuration
+or usage.
 """
 # commands that read no configuration file (they start or use embedded clusters)
 NO_CONFIG = {"embedded", "demo"}

@@ -76,7 +76,44 @@ def configure_logging(level: str | None = None, *, json: bool | None = None) -> 
     )
     # py4j and friends log through stdlib; keep them quiet unless asked.
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    _route_librdkafka()
     _configured = True
+
+
+class _ToStructlogDebug(logging.Handler):
+    """Re-emits stdlib records as structlog events at debug level."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            get_logger("librdkafka").debug(
+                "librdkafka", message=record.getMessage(), level_name=record.levelname
+            )
+        except Exception:  # a log line must never break the client calling back
+            self.handleError(record)
+
+
+def _route_librdkafka() -> None:
+    """librdkafka's own lines (``%3|...|FAIL|...`` per refused connection, hundreds
+    before a command could say "cluster A did not answer") go to the structured
+    log at debug level, not to stderr: the command's error says what matters."""
+    from mm_client.kafka.clients import LIBRDKAFKA_LOGGER
+
+    LIBRDKAFKA_LOGGER.handlers[:] = [_ToStructlogDebug()]
+    LIBRDKAFKA_LOGGER.setLevel(logging.DEBUG)
+    LIBRDKAFKA_LOGGER.propagate = False
+
+
+def quiet_spark_shutdown(spark: Any = None) -> None:
+    """Silence what Spark and py4j print while a job stops on a signal: the
+    interrupted micro-batch's InterruptedException, the callback server's broken
+    connections. The command's own "stopped" line is what the operator needs."""
+    for name in ("py4j", "pyspark"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    if spark is not None:
+        try:
+            spark.sparkContext.setLogLevel("OFF")
+        except Exception:  # the JVM is already gone: nothing left to silence
+            pass
 
 
 def get_logger(name: str | None = None, **context: Any) -> Any:

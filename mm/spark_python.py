@@ -11,6 +11,9 @@ the installed, byte-compiled package is imported instead, then runs the module a
 ``python -m`` would. A zip from anywhere else (a separate Spark distribution) is
 kept. Anything but ``-m MODULE`` is handed to the interpreter unchanged.
 
+It also takes Spark's Python processes out of the terminal's process group
+(:func:`leave_foreground_group`), so Ctrl-C stops the job through its driver.
+
 Stdlib only, imports nothing of PySpark or of the toolkit: it runs first in
 every Spark Python process.
 """
@@ -43,7 +46,25 @@ def without_zip(path: Sequence[str], own_zip: str | None) -> list[str]:
     return [p for p in path if not (p.endswith(ZIP_NAME) and os.path.realpath(p) == own_zip)]
 
 
+def leave_foreground_group() -> None:
+    """Puts this process (and the workers it forks) in a process group of its own.
+
+    A terminal's Ctrl-C signals its whole foreground process group. PySpark keeps
+    the JVM out of it (SIGINT ignored) but its worker daemon restores the default
+    handler in every worker, so a worker died of KeyboardInterrupt in the middle
+    of a micro-batch and Spark printed its traceback and some thousand lines of
+    Java stack before the driver could stop the job in order. Only the driver
+    takes the signal now, and stops Spark. These processes still end with the
+    JVM: they read from it and exit at the end of its input.
+    """
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # already a group (or session) leader: nothing to leave
+        pass
+
+
 def main() -> None:
+    leave_foreground_group()
     args = sys.argv[1:]
     if len(args) < 2 or args[0] != "-m":
         os.execv(sys.executable, [sys.executable, *args])

@@ -21,18 +21,46 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from typing import Any
 
 from mm.checkpoint.emitter import CheckpointStats, FlowCheckpointer
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
-from mm.logs import get_logger
+from mm.logs import get_logger, quiet_spark_shutdown
+from mm.signals import stop_on_signals
 
 
 def run_checkpoint(
     cfg: MirrorConfig, *, once: bool, flows: list[FlowConfig] | None = None
 ) -> dict[str, tuple[CheckpointStats, bool]]:
-    """Run the flows' checkpoint queries; returns per flow (stats, last round ok)."""
+    """Run the flows' checkpoint queries; returns per flow (stats, last round ok).
+
+    SIGTERM/SIGINT stop it cleanly (see :func:`_run`): the queries and Spark are
+    stopped, one "checkpoint stopped on request" is logged, and the results so
+    far are returned (a ``--once`` run stopped so emits no final round)."""
+    log = get_logger("mm.checkpoint")
+    flows = cfg.job_flows(flows)
+    active = [f for f in flows if f.emit_checkpoints_enabled]
+    for f in flows:
+        if not f.emit_checkpoints_enabled:
+            log.info("checkpoints disabled for flow", flow=f.name)
+    if not active:
+        return {}
+    stop = threading.Event()
+    # installed before Spark starts: a signal while it starts is a stop too
+    restore = stop_on_signals(stop, log)
+    try:
+        return _run(cfg, once, active, stop, log)
+    finally:
+        restore()
+        if stop.is_set():
+            log.info("checkpoint stopped on request")
+
+
+def _run(
+    cfg: MirrorConfig, once: bool, active: list[FlowConfig], stop: threading.Event, log: Any
+) -> dict[str, tuple[CheckpointStats, bool]]:
     from mm.checkpoint.reader import (
         OPTION_CONSUMER,
         OPTION_MAX_PER_BATCH,
@@ -42,24 +70,25 @@ def run_checkpoint(
     )
     from mm.spark_session import build_spark
 
-    log = get_logger("mm.checkpoint")
-    flows = cfg.job_flows(flows)
-    active = [f for f in flows if f.emit_checkpoints_enabled]
-    for f in flows:
-        if not f.emit_checkpoints_enabled:
-            log.info("checkpoints disabled for flow", flow=f.name)
-    if not active:
-        return {}
-    workers = [FlowCheckpointer(cfg, f, once=once) for f in active]
-    for w in workers:
-        w.start()
-
-    spark = build_spark("mm-checkpoint", cfg.spark)
-    spark.dataSource.register(OffsetSyncsDataSource)
-    max_per_batch = str(cfg.setting("checkpoint.max.syncs.per.batch"))
+    workers: list[FlowCheckpointer] = []
+    spark: Any = None
     queries: list[Any] = []
+    restore_ours: Any = None
     try:
+        for f in active:
+            workers.append(FlowCheckpointer(cfg, f, once=once))
+            workers[-1].start()
+        if stop.is_set():
+            return {w.flow.name: (w.stats, True) for w in workers}
+        spark = build_spark("mm-checkpoint", cfg.spark)
+        # PySpark installed its own SIGINT handler (cancel the jobs, raise
+        # KeyboardInterrupt in the py4j call running: tracebacks); ours again
+        restore_ours = stop_on_signals(stop, log)
+        spark.dataSource.register(OffsetSyncsDataSource)
+        max_per_batch = str(cfg.setting("checkpoint.max.syncs.per.batch"))
         for w in workers:
+            if stop.is_set():
+                break
             spark_dir = w.dir / "spark"
             shutil.rmtree(spark_dir, ignore_errors=True)  # the snapshot says where to start
             df = (
@@ -92,16 +121,31 @@ def run_checkpoint(
             queries.append(writer.start())
         if once:
             for q in queries:
-                _await(q)
+                while not stop.is_set() and not _await(q, 0.5):
+                    pass
+            if stop.is_set():
+                return {w.flow.name: (w.stats, True) for w in workers}
             return {w.flow.name: (w.stats, w.tick(final=True)) for w in workers}
-        _run_continuous(queries, workers)
+        _run_continuous(queries, workers, stop)
         return {w.flow.name: (w.stats, True) for w in workers}
     finally:
+        if stop.is_set() and spark is not None:
+            # Stopping interrupts a micro-batch: Spark and py4j would log its
+            # InterruptedException and the broken callback, pages of Java stack
+            # for a stop that loses nothing (the snapshot says where to resume).
+            quiet_spark_shutdown(spark)
         for q in queries:
             if q.isActive:
                 q.stop()
+        if stop.is_set() and spark is not None:
+            try:
+                spark.stop()
+            except Exception as exc:  # its JVM is gone already
+                log.debug("Spark did not stop cleanly", error=str(exc).splitlines()[:1])
         for w in workers:
             w.close()
+        if restore_ours is not None:
+            restore_ours()  # last: a second signal while stopping is still ours
 
 
 def _await(q: Any, timeout: float | None = None) -> bool:
@@ -113,9 +157,11 @@ def _await(q: Any, timeout: float | None = None) -> bool:
         raise MirrorError(f"query {q.name} failed: {_root_cause(exc)}") from exc
 
 
-def _run_continuous(queries: list[Any], workers: list[FlowCheckpointer]) -> None:
+def _run_continuous(
+    queries: list[Any], workers: list[FlowCheckpointer], stop: threading.Event
+) -> None:
     step = max(0.2, min(1.0, *(w.flow.emit_checkpoints_interval_seconds for w in workers)))
-    while True:
+    while not stop.is_set():
         for q in queries:
             if not q.isActive:
                 # a failed query raises its cause here (awaitTermination refuses 0)

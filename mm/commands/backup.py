@@ -158,10 +158,17 @@ def run(args: argparse.Namespace) -> int:
         totals = run_backup_continuous(load_config(args.config), timeout=args.timeout)
         print(totals.stopped_line())
         return 0
+    from mm.backup.continuous import check_config
     from mm.backup.job import run_backup_once
     from mm.backup.render import once_json, render_once
+    from mm.backup.settings import backup_settings
+    from mm.reach import require_reachable
 
-    report = run_backup_once(load_config(args.config), timeout=args.timeout)
+    cfg = load_config(args.config)
+    check_config(cfg)  # configuration first (exit 2), then whether the cluster answers
+    # a continuous backup retries an unreachable cluster instead (each pass)
+    require_reachable(cfg, [backup_settings(cfg).cluster], args.timeout)
+    report = run_backup_once(cfg, timeout=args.timeout)
     print(once_json(report) if args.json else render_once(report))
     return 0 if report.ok else 1
 

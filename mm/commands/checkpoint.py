@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from mm.commands.flows import add_config_option, add_flow_option, select_flows
+from mm.commands.flows import (
+    add_config_option,
+    add_flow_option,
+    require_flow_clusters,
+    select_flows,
+)
 from mm.config import load_config
 
 
@@ -23,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     flows = select_flows(cfg, args.flow)
+    require_flow_clusters(cfg, [f for f in cfg.job_flows(flows) if f.emit_checkpoints_enabled])
     results = run_checkpoint(cfg, once=args.once, flows=flows)
     if not results:
         print("no flow emits checkpoints (emit.checkpoints.enabled = false)")

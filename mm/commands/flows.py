@@ -70,6 +70,18 @@ def select_flows(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]
     return [f for f in cfg.flows if f.name in names]
 
 
+def require_flow_clusters(
+    cfg: MirrorConfig, flows: list[FlowConfig], timeout: float | None = None
+) -> None:
+    """Refuse to start (one line, exit 1) unless the source and target of every
+    flow in ``flows`` answer within ``timeout`` (default: mm.reach.STARTUP_TIMEOUT),
+    before Spark or any client loop starts (see :mod:`mm.reach`)."""
+    from mm.reach import STARTUP_TIMEOUT, require_reachable
+
+    aliases = {f.source for f in flows} | {f.target for f in flows}
+    require_reachable(cfg, aliases, STARTUP_TIMEOUT if timeout is None else timeout)
+
+
 def groups_pattern(value: str | None) -> re.Pattern[str] | None:
     """``--groups REGEX`` compiled (None when not given); a bad regex is a usage error."""
     if value is None:

@@ -41,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
             f"heartbeat {f.name}: disabled (emit.heartbeats.enabled = false), nothing written",
             file=sys.stderr,
         )
+    if args.once:
+        # a continuous run waits for an unreachable source instead (and retries)
+        from mm.reach import STARTUP_TIMEOUT, require_reachable
+
+        on, _ = heartbeat_flows(cfg.job_flows(flows))
+        require_reachable(cfg, {f.source for f in on}, STARTUP_TIMEOUT)
     stats = run_heartbeat(cfg, once=args.once, flows=flows)
     if not stats:
         print("no flow emits heartbeats (emit.heartbeats.enabled = false)", file=sys.stderr)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from mm.commands.flows import add_config_option, add_flow_option, select_flows
+from mm.commands.flows import (
+    add_config_option,
+    add_flow_option,
+    require_flow_clusters,
+    select_flows,
+)
 from mm.config import load_config
 
 
@@ -29,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     flows = select_flows(cfg, args.flow)
+    require_flow_clusters(cfg, cfg.job_flows(flows))
     trigger = args.trigger_seconds
     if trigger is None:
         trigger = float(cfg.setting("mirror.trigger.seconds"))

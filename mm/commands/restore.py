@@ -111,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         transaction_records=args.transaction_records,
     )
-    report = run_restore(load_config(args.config), options)
+    cfg = load_config(args.config)
+    if args.to in cfg.clusters:  # else run_restore says which clusters there are
+        from mm.reach import require_reachable
+
+        require_reachable(cfg, [args.to], args.timeout)
+    report = run_restore(cfg, options)
     print(restore_json(report) if args.json else render_restore(report))
     return 0 if report.ok else 1

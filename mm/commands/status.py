@@ -91,10 +91,22 @@ def run(args: argparse.Namespace) -> int:
             "at least one enabled flow (e.g. A->B.enabled = true)",
         )
 
-    def once() -> Any:
-        return collect(cfg, flows, args.timeout)
+    from mm.reach import ClusterUnreachableError, unreachable
 
-    if not args.watch and args.serve is None:
+    aliases = {f.source for f in flows} | {f.target for f in flows}
+    one_shot = not args.watch and args.serve is None
+
+    def once() -> Any:
+        # clusters that do not answer are named once (alias, address, reason),
+        # and their flows reported unavailable without a second wait
+        down = unreachable(cfg, aliases, args.timeout)
+        if one_shot and set(down) == aliases:
+            # nothing answered: no report to show, one line (--watch and --serve
+            # keep running and show the flows unavailable)
+            raise ClusterUnreachableError("; ".join(down.values()))
+        return collect(cfg, flows, args.timeout, down=down)
+
+    if one_shot:
         report = once()
         _print(report, as_json=args.json)
         return 0 if report.ok else 1
@@ -120,7 +132,7 @@ def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
 
     log = get_logger("mm.status")
     stop = threading.Event()
-    restore = stop_on_signals(stop)
+    restore = stop_on_signals(stop, log)
     collector = server = None
     if args.serve is not None:
         from mm.metrics import serve_status
@@ -161,6 +173,8 @@ def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
         if server is not None:
             server.close()
         restore()
+        if stop.is_set():
+            log.info("status stopped on request")
     if args.serve is not None or report is None:
         return 0
     return 0 if report.ok else 1

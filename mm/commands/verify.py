@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 import re
 
-from mm.commands.flows import add_config_option, add_flow_option, select_flows
+from mm.commands.flows import (
+    add_config_option,
+    add_flow_option,
+    require_flow_clusters,
+    select_flows,
+)
 from mm.config import load_config
 
 
@@ -63,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
             ",".join(cfg.clusters),
             "at least one enabled flow (e.g. A->B.enabled = true), or --flow SRC->TGT",
         )
+    from mm.verify.reads import require_plaintext
+
+    # configuration first (exit 2), then whether the clusters answer (exit 1)
+    for alias in sorted({f.source for f in flows} | {f.target for f in flows}):
+        require_plaintext(cfg.cluster(alias))
+    require_flow_clusters(cfg, flows, args.timeout)
     report = run_verify(
         cfg, flows, topics=topics, timeout=args.timeout, range_records=range_records
     )

@@ -21,7 +21,7 @@ from mm_client.kafka.clients import new_admin
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
-from mm.logs import get_logger
+from mm.logs import get_logger, quiet_spark_shutdown
 from mm.signals import stop_on_signals
 from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
 from mm.source.topics import TopicMirrorPlanner
@@ -245,11 +245,16 @@ def run_mirror(
     log = get_logger("mm.mirror")
     flows = cfg.job_flows(flows)
     locks: list[Any] = []
+    stop = threading.Event()
+    # from the start: a signal while topics are checked or Spark starts is a stop
+    # too (the default SIGTERM would kill the process, SIGINT raise a traceback)
+    restore = stop_on_signals(stop, log)
     try:
         for flow in flows:
             locks.append(lock_flow_state(cfg, flow))
-        return _run_flows(cfg, flows, once, trigger_seconds, log)
+        return _run_flows(cfg, flows, once, trigger_seconds, log, stop)
     finally:
+        restore()
         for lock in locks:
             lock.close()  # closing the file releases its lock
 
@@ -291,6 +296,7 @@ def _run_flows(
     once: bool,
     trigger_seconds: float,
     log: Any,
+    stop: threading.Event,
 ) -> dict[str, FlowStats]:
     from pyspark.errors import StreamingQueryException
 
@@ -326,10 +332,13 @@ def _run_flows(
         # the source starts from this refresh rather than repeating it
         plans[flow.name] = mirror_plan(cfg, flow, planner, continuous=not once).encode()
 
+    stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
+    if stop.is_set():  # before Spark starts: nothing to stop
+        log.info("mirror stopped on request")
+        return stats
     spark = build_spark("mm-mirror", cfg.spark)
     spark.dataSource.register(MirrorDataSource)
     max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
-    stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
     summary_seconds = float(cfg.setting("mirror.log.summary.seconds"))
     progress = {
         f.name: ProgressLog(
@@ -369,9 +378,10 @@ def _run_flows(
     from mm.metrics import serve_mirror_metrics
 
     metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port
-    stop = threading.Event()
+    # ours again: PySpark installed its own SIGINT handler when Spark started (it
+    # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
     restore = stop_on_signals(stop, log)
-    active = {f.name: start(f) for f in flows}
+    active = {} if stop.is_set() else {f.name: start(f) for f in flows}
     by_name = {f.name: f for f in flows}
     failing_since: dict[str, float] = {}
     progress_at_start = {name: 0 for name in active}
@@ -423,15 +433,32 @@ def _run_flows(
                     pass  # handled above on the next pass, from q.exception()
                 spark.streams.resetTerminated()
     finally:
-        restore()
         if metrics is not None:
             metrics.close()
+        if stop.is_set():
+            # Stopping a query interrupts its micro-batch: Spark and py4j would log
+            # the InterruptedException and the callback's broken connection (about
+            # a thousand lines of Java stack). Nothing is lost by the interruption:
+            # the next run resumes from what the target holds.
+            quiet_spark_shutdown(spark)
         for q in active.values():
             if q.isActive:
                 q.stop()
         if stop.is_set():
+            _stop_session(spark, log)
             log.info("mirror stopped on request")
+        # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
+        restore()
     return stats
+
+
+def _stop_session(spark: Any, log: Any) -> None:
+    """Stops Spark before the process exits, rather than leaving it to the JVM's
+    shutdown hooks (which log as they go)."""
+    try:
+        spark.stop()
+    except Exception as exc:  # its JVM is gone already
+        log.debug("Spark did not stop cleanly", error=str(exc).splitlines()[:1])
 
 
 def _root_cause(exc: Any) -> str:

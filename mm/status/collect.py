@@ -23,7 +23,7 @@ Any Kafka failure makes the whole flow ``error`` (reported as *unavailable*).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -55,12 +55,29 @@ DEFAULT_CHECKPOINT_SCAN: int = SETTINGS[CHECKPOINT_SCAN_KEY].default
 
 
 def collect(
-    cfg: MirrorConfig, flows: Iterable[FlowConfig], timeout: float = DEFAULT_TIMEOUT
+    cfg: MirrorConfig,
+    flows: Iterable[FlowConfig],
+    timeout: float = DEFAULT_TIMEOUT,
+    *,
+    down: Mapping[str, str] | None = None,
 ) -> StatusReport:
-    """Status of ``flows`` and the alerts they raise against the configured thresholds."""
+    """Status of ``flows`` and the alerts they raise against the configured thresholds.
+
+    ``down`` maps the aliases of clusters known not to answer to why
+    (:func:`mm.reach.unreachable`): their flows are reported unavailable with
+    that reason, naming the cluster and its address, without waiting again."""
     thresholds = Thresholds.from_config(cfg)
     scan = _scan_limit(cfg)
-    statuses = [collect_flow(cfg, f, timeout, checkpoint_scan=scan) for f in flows]
+    down = down or {}
+    statuses = []
+    for f in flows:
+        if f.source in down or f.target in down:
+            st = FlowStatus(f.name, f.source, f.target, now_ms())
+            role, alias = ("source", f.source) if f.source in down else ("target", f.target)
+            st.error = f"{role} {down[alias]}"
+            statuses.append(st)
+        else:
+            statuses.append(collect_flow(cfg, f, timeout, checkpoint_scan=scan))
     return StatusReport.build(statuses, thresholds, now_ms())
 
 

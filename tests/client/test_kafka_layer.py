@@ -432,7 +432,9 @@ def test_new_consumer_gets_a_copy_and_closing_consumer_closes_it(
     monkeypatch.setattr(kafka_clients, "Consumer", _FakeConsumer)
     conf = MappingProxyType({"group.id": "g"})
     made: Any = new_consumer(conf)
-    assert type(made.conf) is dict and made.conf == conf
+    # a copy, with librdkafka's log lines sent to a Python logger (not stderr)
+    assert type(made.conf) is dict
+    assert made.conf == {**conf, "logger": kafka_clients.LIBRDKAFKA_LOGGER}
     with pytest.raises(RuntimeError), closing_consumer(conf) as consumer:
         held: Any = consumer
         raise RuntimeError("the read failed")

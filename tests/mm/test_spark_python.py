@@ -18,7 +18,8 @@ LAUNCHER = Path(sys.executable).parent / "mm-spark-python"
 SHOW = (
     "import json, os, sys, pyspark\n"
     "print(json.dumps({'pyspark': pyspark.__file__, 'argv': sys.argv, 'name': __name__,\n"
-    "  'path0': sys.path[0], 'env': os.environ.get('PYTHONPATH', '')}))\n"
+    "  'path0': sys.path[0], 'env': os.environ.get('PYTHONPATH', ''),\n"
+    "  'pid': os.getpid(), 'pgid': os.getpgid(0)}))\n"
 )
 
 
@@ -54,7 +55,11 @@ def test_spark_python_prefers_the_launcher_for_this_interpreter() -> None:
 
 def _run_launcher(tmp_path: Path, pythonpath: list[str]) -> dict[str, object]:
     (tmp_path / "showpath.py").write_text(SHOW)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*pythonpath, str(tmp_path)])}
+    import mm
+
+    # this checkout's mm last (the launcher imports mm.spark_python from the path)
+    root = str(Path(mm.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*pythonpath, str(tmp_path), root])}
     out = subprocess.run(
         [str(LAUNCHER), "-m", "showpath", "a", "b"],
         cwd=tmp_path,
@@ -83,6 +88,8 @@ def test_launcher_runs_the_module_with_the_installed_pyspark(tmp_path: Path) -> 
     assert got["name"] == "__main__"
     assert got["path0"] == str(tmp_path)  # like `python -m`: the working directory first
     assert str(own_zip) not in str(got["env"])
+    # out of the caller's process group: a terminal's Ctrl-C reaches the driver only
+    assert got["pgid"] == got["pid"] != os.getpgid(0)
 
     # a zip that is not the installed PySpark's own copy is kept and wins, as with python -m
     foreign = tmp_path / "spark-home" / "pyspark.zip"

@@ -15,6 +15,7 @@ a real application's group.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 __all__ = [
+    "LIBRDKAFKA_LOGGER",
     "closing_consumer",
     "new_admin",
     "new_consumer",
@@ -33,6 +35,13 @@ __all__ = [
 ]
 
 Isolation = Literal["read_committed", "read_uncommitted"]
+
+# librdkafka's own log lines (``%3|...|FAIL|...`` for every refused connection)
+# go to this stdlib logger rather than straight to stderr, where they buried the
+# one line saying what was wrong. Applications decide where it goes (``mm``
+# sends it to its structured log at debug level); unconfigured, Python's last-
+# resort handler still shows warnings and errors on stderr.
+LIBRDKAFKA_LOGGER = logging.getLogger("mm_client.librdkafka")
 
 
 def throwaway_group(prefix: str, digits: int = 8) -> str:
@@ -93,19 +102,29 @@ def reader_conf(
     return conf
 
 
+def _with_logger(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` copied, with :data:`LIBRDKAFKA_LOGGER` unless it names a logger."""
+    out = dict(conf)
+    out.setdefault("logger", LIBRDKAFKA_LOGGER)
+    return out
+
+
 def new_consumer(conf: Mapping[str, Any]) -> Consumer:
-    """A confluent-kafka Consumer built from ``conf`` (copied)."""
-    return Consumer(dict(conf))
+    """A confluent-kafka Consumer built from ``conf`` (copied), logging to
+    :data:`LIBRDKAFKA_LOGGER` unless ``conf`` names a ``logger``."""
+    return Consumer(_with_logger(conf))
 
 
 def new_producer(conf: Mapping[str, Any]) -> Producer:
-    """A confluent-kafka Producer built from ``conf`` (copied)."""
-    return Producer(dict(conf))
+    """A confluent-kafka Producer built from ``conf`` (copied), logging to
+    :data:`LIBRDKAFKA_LOGGER` unless ``conf`` names a ``logger``."""
+    return Producer(_with_logger(conf))
 
 
 def new_admin(conf: Mapping[str, Any]) -> AdminClient:
-    """A confluent-kafka AdminClient built from ``conf`` (copied)."""
-    return AdminClient(dict(conf))
+    """A confluent-kafka AdminClient built from ``conf`` (copied), logging to
+    :data:`LIBRDKAFKA_LOGGER` unless ``conf`` names a ``logger``."""
+    return AdminClient(_with_logger(conf))
 
 
 @contextmanager
