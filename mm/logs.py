@@ -112,6 +112,14 @@ def quiet_spark_shutdown(spark: Any = None) -> None:
     if spark is not None:
         try:
             spark.sparkContext.setLogLevel("OFF")
+            # the stopped stream thread's uncaught error (a StackOverflowError in
+            # java.util.regex while Spark matches the interruption's message, seen
+            # under load) is printed by the JVM straight to System.err, not through
+            # log4j: after a stop request nothing the JVM prints is news
+            jvm = spark.sparkContext._jvm
+            jvm.java.lang.System.setErr(
+                jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream())
+            )
         except Exception:  # the JVM is already gone: nothing left to silence
             pass
 

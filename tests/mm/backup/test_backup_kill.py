@@ -29,7 +29,9 @@ pytestmark = pytest.mark.integration
 
 FS = pafs.LocalFileSystem()
 PARTITIONS = 3
-RECORDS = 4000  # per partition
+# per partition: enough that a pass still copies after several kills (a pass of 3 x
+# 4,000 finished before its third kill on a loaded CI machine)
+RECORDS = 12_000
 REGION = "east"
 KILLS = 5
 SEED = 12
