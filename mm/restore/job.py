@@ -40,7 +40,7 @@ from mm_client.kafka.errors import wrap
 
 from mm.backup.catalog import PartitionCatalog
 from mm.backup.groups import GROUPS_DIR, decode_group_offsets
-from mm.backup.layout import CATALOG_DIR, PartitionRef, check_topic
+from mm.backup.job import catalog_refs
 from mm.backup.settings import backup_settings
 from mm.backup.storage import Storage, open_storage
 from mm.backup.topics import read_topic_meta
@@ -120,29 +120,16 @@ class RestoreReport:
         return all(r.ok for r in self.rows) and all(g.ok for g in self.groups)
 
 
-def _dirs(fs: pafs.FileSystem, path: str) -> list[str]:
-    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
-
-
 def backed_up_partitions(
     storage: Storage, region: str, selected: Callable[[str], bool]
 ) -> dict[Key, PartitionCatalog]:
     """Every partition of the region with visible segments, by (topic, partition)."""
-    root = f"{storage.prefix}/{CATALOG_DIR}/{region}"
     out: dict[Key, PartitionCatalog] = {}
-    for topic in _dirs(storage.fs, root):
-        try:
-            check_topic(topic)
-        except ValueError:
-            continue  # not a topic's catalog directory
-        if not selected(topic):
-            continue
-        for p in sorted((d for d in _dirs(storage.fs, f"{root}/{topic}") if d.isdigit()), key=int):
-            ref = PartitionRef(storage.prefix, region, topic, int(p))
+    for ref in catalog_refs(storage, region):
+        if selected(ref.topic):
             _version, catalog = storage.catalogs.load(ref)
             if catalog.visible():
-                out[(topic, int(p))] = catalog
+                out[(ref.topic, ref.partition)] = catalog
     return out
 
 
