@@ -24,6 +24,12 @@ COMMANDS: list[tuple[str, str, str]] = [
         "mm.commands.drill",
         "a disaster-recovery drill on embedded clusters: switchover, failover, failback, figures",
     ),
+    (
+        "run",
+        "mm.commands.run",
+        "mirror, checkpoint and heartbeat of every enabled flow in one process, restarted on "
+        "failure",
+    ),
     ("mirror", "mm.commands.mirror", "mirror every enabled flow X->Y on Spark (exactly once)"),
     (
         "config",

@@ -14,6 +14,8 @@ documents every entry and a unit test keeps the two (and
 * ``mm mirror`` with ``mm.metrics.port`` set: :class:`MirrorCollector` exposes
   the running mirror's totals (:class:`~mm.source.job.FlowStats`), read at
   scrape time.
+* ``mm run`` with ``mm.metrics.port`` set: the same, plus :class:`RunCollector`
+  (each job's state and restarts).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ class MetricSpec:
     name: str  # as exposed (counters with their _total suffix)
     kind: str  # gauge or counter
     labels: tuple[str, ...]
-    origin: str  # "status" (mm status --serve) or "mirror" (mm mirror, mm.metrics.port)
+    # "status" (mm status --serve), "mirror" (mm mirror or mm run, mm.metrics.port),
+    # "run" (mm run, mm.metrics.port)
+    origin: str
     help: str
 
 
@@ -201,6 +205,29 @@ METRICS: tuple[MetricSpec, ...] = (
         "mirror",
         "1 when the partition stopped on an error (e.g. a record too large for the target).",
     ),
+    # --- mm run (mm.metrics.port) -------------------------------------------------------
+    MetricSpec(
+        "mm_job_up",
+        "gauge",
+        ("job",),
+        "run",
+        "1 while the job (mirror, checkpoint or heartbeat) of `mm run` is running, 0 while it "
+        "is failed and waiting to restart, starting, or stopped.",
+    ),
+    MetricSpec(
+        "mm_job_restarts_total",
+        "counter",
+        ("job",),
+        "run",
+        "Times `mm run` restarted the job after a failure.",
+    ),
+    MetricSpec(
+        "mm_job_failures_in_a_row",
+        "gauge",
+        ("job",),
+        "run",
+        "Failures of the job since it last ran long enough to count as recovered; 0 when healthy.",
+    ),
 )
 
 _SPECS = {m.name: m for m in METRICS}
@@ -314,6 +341,24 @@ class MirrorCollector(Collector):
         yield from fams.values()
 
 
+# --- mm run ----------------------------------------------------------------------------
+
+
+class RunCollector(Collector):
+    """Exposes the state of ``mm run``'s jobs (a :class:`~mm.run.state.RunState`)."""
+
+    def __init__(self, state: Any) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        fams = {m.name: _family(m.name) for m in METRICS if m.origin == "run"}
+        for j in self._state.jobs():
+            fams["mm_job_up"].add_metric([j.job], 1.0 if j.state == "running" else 0.0)  # type: ignore[attr-defined]
+            fams["mm_job_restarts_total"].add_metric([j.job], float(j.restarts))  # type: ignore[attr-defined]
+            fams["mm_job_failures_in_a_row"].add_metric([j.job], float(j.failures_in_a_row))  # type: ignore[attr-defined]
+        yield from fams.values()
+
+
 # --- serving -----------------------------------------------------------------------------
 
 
@@ -349,14 +394,27 @@ def serve_mirror_metrics(
     cfg: MirrorConfig, flows: list[FlowConfig], stats: Mapping[str, Any]
 ) -> MetricsServer | None:
     """Serve the mirror's metrics on ``mm.metrics.port`` (None when that key is unset)."""
+    return _serve_configured(cfg, "mirror", MirrorCollector(flows, stats))
+
+
+def serve_run_metrics(
+    cfg: MirrorConfig, flows: list[FlowConfig], stats: Mapping[str, Any], state: Any
+) -> MetricsServer | None:
+    """``mm run``'s endpoint on ``mm.metrics.port``: the mirror's metrics and the jobs'
+    (None when that key is unset)."""
+    return _serve_configured(cfg, "run", MirrorCollector(flows, stats), RunCollector(state))
+
+
+def _serve_configured(cfg: MirrorConfig, what: str, *collectors: Collector) -> MetricsServer | None:
     port = cfg.setting(METRICS_PORT_KEY)
     if port is None:
         return None
     addr = cfg.setting(METRICS_ADDR_KEY)
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(MirrorCollector(flows, stats))
+    for c in collectors:
+        registry.register(c)
     from mm.logs import get_logger
 
     server = MetricsServer(registry, port, addr)
-    get_logger("mm.metrics").info("serving mirror metrics", port=server.port, address=addr)
+    get_logger("mm.metrics").info(f"serving {what} metrics", port=server.port, address=addr)
     return server

@@ -29,16 +29,23 @@ from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
 from mm.logs import get_logger, quiet_spark_shutdown
 from mm.signals import stop_on_signals
+from mm.source.job import SharedRun
 
 
 def run_checkpoint(
-    cfg: MirrorConfig, *, once: bool, flows: list[FlowConfig] | None = None
+    cfg: MirrorConfig,
+    *,
+    once: bool,
+    flows: list[FlowConfig] | None = None,
+    shared: SharedRun | None = None,
 ) -> dict[str, tuple[CheckpointStats, bool]]:
     """Run the flows' checkpoint queries; returns per flow (stats, last round ok).
 
     SIGTERM/SIGINT stop it cleanly (see :func:`_run`): the queries and Spark are
     stopped, one "checkpoint stopped on request" is logged, and the results so
-    far are returned (a ``--once`` run stopped so emits no final round)."""
+    far are returned (a ``--once`` run stopped so emits no final round).
+    ``shared``: one job of ``mm run`` (its stop event and Spark session; the
+    session is left running)."""
     log = get_logger("mm.checkpoint")
     flows = cfg.job_flows(flows)
     active = [f for f in flows if f.emit_checkpoints_enabled]
@@ -47,11 +54,11 @@ def run_checkpoint(
             log.info("checkpoints disabled for flow", flow=f.name)
     if not active:
         return {}
-    stop = threading.Event()
+    stop = shared.stop if shared is not None else threading.Event()
     # installed before Spark starts: a signal while it starts is a stop too
-    restore = stop_on_signals(stop, log)
+    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
     try:
-        return _run(cfg, once, active, stop, log)
+        return _run(cfg, once, active, stop, log, None if shared is None else shared.spark)
     finally:
         restore()
         if stop.is_set():
@@ -59,7 +66,12 @@ def run_checkpoint(
 
 
 def _run(
-    cfg: MirrorConfig, once: bool, active: list[FlowConfig], stop: threading.Event, log: Any
+    cfg: MirrorConfig,
+    once: bool,
+    active: list[FlowConfig],
+    stop: threading.Event,
+    log: Any,
+    session: Any = None,
 ) -> dict[str, tuple[CheckpointStats, bool]]:
     from mm.checkpoint.reader import (
         OPTION_CONSUMER,
@@ -80,10 +92,13 @@ def _run(
             workers[-1].start()
         if stop.is_set():
             return {w.flow.name: (w.stats, True) for w in workers}
-        spark = build_spark("mm-checkpoint", cfg.spark)
-        # PySpark installed its own SIGINT handler (cancel the jobs, raise
-        # KeyboardInterrupt in the py4j call running: tracebacks); ours again
-        restore_ours = stop_on_signals(stop, log)
+        if session is not None:
+            spark = session
+        else:
+            spark = build_spark("mm-checkpoint", cfg.spark)
+            # PySpark installed its own SIGINT handler (cancel the jobs, raise
+            # KeyboardInterrupt in the py4j call running: tracebacks); ours again
+            restore_ours = stop_on_signals(stop, log)
         spark.dataSource.register(OffsetSyncsDataSource)
         max_per_batch = str(cfg.setting("checkpoint.max.syncs.per.batch"))
         for w in workers:
@@ -137,7 +152,7 @@ def _run(
         for q in queries:
             if q.isActive:
                 q.stop()
-        if stop.is_set() and spark is not None:
+        if stop.is_set() and spark is not None and session is None:
             try:
                 spark.stop()
             except Exception as exc:  # its JVM is gone already

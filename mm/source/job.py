@@ -68,6 +68,20 @@ def ensure_ends_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
 
 
 @dataclass
+class SharedRun:
+    """What a job gets when it runs inside ``mm run`` rather than as its own command.
+
+    The process owns the signals (``stop`` is set on SIGTERM/SIGINT), the Spark
+    session (a job never stops it: the other jobs use it too), the metrics
+    endpoint, and the mirror's per-flow totals (kept across the job's restarts,
+    so its counters do not fall back to zero)."""
+
+    stop: threading.Event
+    spark: Any
+    mirror_stats: dict[str, FlowStats] = field(default_factory=dict)
+
+
+@dataclass
 class FlowStats:
     """Totals a flow's query accumulates across micro-batches (driver side)."""
 
@@ -237,22 +251,25 @@ def run_mirror(
     once: bool,
     trigger_seconds: float,
     flows: list[FlowConfig] | None = None,
+    shared: SharedRun | None = None,
 ) -> dict[str, FlowStats]:
     """Start the flows' queries and wait; returns per-flow stats (when ``once``).
 
     Refuses (MirrorError) when another process mirrors one of the flows with the
-    same state dir (see :func:`lock_flow_state`)."""
+    same state dir (see :func:`lock_flow_state`). ``shared`` runs it as one job of
+    ``mm run`` (see :class:`SharedRun`)."""
     log = get_logger("mm.mirror")
     flows = cfg.job_flows(flows)
     locks: list[Any] = []
-    stop = threading.Event()
+    stop = shared.stop if shared is not None else threading.Event()
     # from the start: a signal while topics are checked or Spark starts is a stop
-    # too (the default SIGTERM would kill the process, SIGINT raise a traceback)
-    restore = stop_on_signals(stop, log)
+    # too (the default SIGTERM would kill the process, SIGINT raise a traceback);
+    # under mm run the process's own handlers are in place (and this is a thread)
+    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
     try:
         for flow in flows:
             locks.append(lock_flow_state(cfg, flow))
-        return _run_flows(cfg, flows, once, trigger_seconds, log, stop)
+        return _run_flows(cfg, flows, once, trigger_seconds, log, stop, shared)
     finally:
         restore()
         for lock in locks:
@@ -297,6 +314,7 @@ def _run_flows(
     trigger_seconds: float,
     log: Any,
     stop: threading.Event,
+    shared: SharedRun | None = None,
 ) -> dict[str, FlowStats]:
     from pyspark.errors import StreamingQueryException
 
@@ -332,11 +350,16 @@ def _run_flows(
         # the source starts from this refresh rather than repeating it
         plans[flow.name] = mirror_plan(cfg, flow, planner, continuous=not once).encode()
 
-    stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
+    if shared is None:
+        stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
+    else:
+        stats = shared.mirror_stats
+        for f in flows:
+            stats.setdefault(f.name, FlowStats()).failed_topics = failed_topics[f.name]
     if stop.is_set():  # before Spark starts: nothing to stop
         log.info("mirror stopped on request")
         return stats
-    spark = build_spark("mm-mirror", cfg.spark)
+    spark = build_spark("mm-mirror", cfg.spark) if shared is None else shared.spark
     spark.dataSource.register(MirrorDataSource)
     max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
     summary_seconds = float(cfg.setting("mirror.log.summary.seconds"))
@@ -377,10 +400,11 @@ def _run_flows(
     retry_timeout = cfg.setting("mirror.retry.timeout.seconds")
     from mm.metrics import serve_mirror_metrics
 
-    metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port
+    # only with mm.metrics.port; mm run serves its own
+    metrics = serve_mirror_metrics(cfg, flows, stats) if shared is None else None
     # ours again: PySpark installed its own SIGINT handler when Spark started (it
     # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
-    restore = stop_on_signals(stop, log)
+    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
     active = {} if stop.is_set() else {f.name: start(f) for f in flows}
     by_name = {f.name: f for f in flows}
     failing_since: dict[str, float] = {}
@@ -445,7 +469,8 @@ def _run_flows(
             if q.isActive:
                 q.stop()
         if stop.is_set():
-            _stop_session(spark, log)
+            if shared is None:
+                _stop_session(spark, log)
             log.info("mirror stopped on request")
         # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
         restore()

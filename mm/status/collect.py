@@ -78,7 +78,11 @@ def collect(
             statuses.append(st)
         else:
             statuses.append(collect_flow(cfg, f, timeout, checkpoint_scan=scan))
-    return StatusReport.build(statuses, thresholds, now_ms())
+    report = StatusReport.build(statuses, thresholds, now_ms())
+    from mm.status.run_jobs import attach_run
+
+    attach_run(report, cfg.state_dir, report.collected_at_ms)
+    return report
 
 
 def _scan_limit(cfg: MirrorConfig) -> int:

@@ -173,6 +173,8 @@ class Alert:
 
 
 ALERT_KINDS = (
+    "run_down",  # mm run's state file not refreshed (mm.status.run_jobs)
+    "job_failed",  # a job of mm run waiting to restart
     "unavailable",
     "replication_latency",
     "record_lag",
@@ -258,6 +260,8 @@ class StatusReport:
     thresholds: Thresholds
     flows: list[FlowStatus]
     alerts: list[Alert] = field(default_factory=list)
+    # the jobs of an mm run process using the same state dir (None: no run state file)
+    run: dict[str, Any] | None = None
 
     @classmethod
     def build(cls, flows: list[FlowStatus], thresholds: Thresholds, at_ms: int) -> StatusReport:
@@ -281,4 +285,5 @@ class StatusReport:
             "thresholds": self.thresholds.as_properties(),
             "alerts": [asdict(a) for a in self.alerts],
             "flows": flows,
+            "run": self.run,
         }

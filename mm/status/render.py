@@ -120,6 +120,26 @@ def _groups_table(f: FlowStatus) -> Table:
     return table
 
 
+def _run_lines(run: dict[str, Any]) -> list[RenderableType]:
+    head = Text("mm run", style="bold")
+    head.append(f"  pid {run['pid']}  state file {run['path']}", style="dim")
+    if run["stale"]:
+        head.append("  NOT UPDATED", style="bold red")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("job", "flows", "state", "restarts", "last error"):
+        table.add_column(col)
+    styles = {"running": "green", "backoff": "bold red", "starting": "yellow", "stopped": "dim"}
+    for j in run["jobs"]:
+        table.add_row(
+            j["job"],
+            ", ".join(j["flows"]),
+            Text(j["state"], style=styles.get(j["state"], "")),
+            str(j["restarts"]),
+            j["last_error"] or "-",
+        )
+    return [head, table]
+
+
 def render(report: StatusReport) -> RenderableType:
     parts: list[RenderableType] = []
     when = datetime.fromtimestamp(report.collected_at_ms / 1000, UTC).isoformat(timespec="seconds")
@@ -147,6 +167,9 @@ def render(report: StatusReport) -> RenderableType:
             parts.append(Text(f"  {f.checkpoints_topic} {state}", style="dim"))
         for note in f.notes:
             parts.append(Text(f"  note: {note}", style="yellow"))
+    if report.run is not None:
+        parts.append(Text(""))
+        parts.extend(_run_lines(report.run))
     parts.append(Text(""))
     if report.alerts:
         parts.append(Text(f"{len(report.alerts)} alert(s):", style="bold red"))

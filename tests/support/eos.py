@@ -298,10 +298,16 @@ def tree_description(procs: Iterable[Proc]) -> str:
 
 
 class MirrorProcess:
-    """`mm mirror -c config [args]` in its own session, stdout and stderr in files."""
+    """`mm mirror -c config [args]` (or another long-running ``command``: `mm run`) in its
+    own session, stdout and stderr in files."""
 
     def __init__(
-        self, config: Path, log_dir: Path, *args: str, env: Mapping[str, str] | None = None
+        self,
+        config: Path,
+        log_dir: Path,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        command: str = "mirror",
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = log_dir / "mirror.stdout"
@@ -317,7 +323,7 @@ class MirrorProcess:
         )
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mm", "mirror", "-c", str(config), *args],
+                [sys.executable, "-m", "mm", command, "-c", str(config), *args],
                 cwd=config.parent,
                 env=env,
                 stdin=subprocess.DEVNULL,

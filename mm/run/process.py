@@ -1,0 +1,117 @@
+"""The ``mm run`` process: one Spark session, the jobs under a supervisor, the
+run state file, the metrics endpoint, and a clean stop on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from mm.config import FlowConfig, MirrorConfig
+from mm.errors import MirrorError
+from mm.logs import get_logger, quiet_spark_shutdown
+from mm.run.backoff import Backoff
+from mm.run.jobs import build_jobs, plan_jobs
+from mm.run.state import WRITE_EVERY_SECONDS, JobState, RunState, jobs_file
+from mm.run.supervisor import Supervisor
+from mm.signals import stop_on_signals
+from mm.source.job import SharedRun, lock_flow_state
+
+# how long the jobs get to stop their queries and flush before the process gives up
+STOP_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass
+class RunResult:
+    jobs: list[JobState]
+    not_stopped: list[str]
+
+
+def run_all(
+    cfg: MirrorConfig,
+    flows: list[FlowConfig],
+    *,
+    only: list[str] | None = None,
+    trigger_seconds: float,
+    backoff: Backoff | None = None,
+) -> RunResult:
+    log = get_logger("mm.run")
+    plan = plan_jobs(flows, only)
+    if not plan:
+        raise MirrorError("no job to run: no selected flow is enabled")
+    stop = threading.Event()
+    restore = stop_on_signals(stop, log)
+    state = RunState(plan, jobs_file(cfg.state_dir))
+    spark: Any = None
+    metrics: Any = None
+    supervisor: Supervisor | None = None
+    try:
+        _check_state_dir(cfg, state, flows, plan)
+        if stop.is_set():
+            return RunResult(state.jobs(), [])
+        from mm.spark_session import build_spark
+
+        spark = build_spark("mm-run", cfg.spark)
+        # PySpark installed its own SIGINT handler as Spark started: ours again
+        restore_spark = stop_on_signals(stop, log)
+        shared = SharedRun(stop, spark)
+        metrics = _serve_metrics(cfg, flows, shared, state)
+        supervisor = Supervisor(
+            build_jobs(cfg, flows, shared, plan, trigger_seconds), state, stop, log, backoff
+        )
+        log.info("run starting", jobs=plan, spark_master=spark.sparkContext.master)
+        supervisor.start()
+        reported: str | None = None
+        while not stop.wait(WRITE_EVERY_SECONDS):
+            try:
+                state.write()
+                reported = None
+            except OSError as exc:
+                error = f"{jobs_file(cfg.state_dir)}: {exc.strerror or exc}"
+                if error != reported:  # once per distinct error, not every 5 s
+                    log.error("run state not written; mm status cannot see the jobs", error=error)
+                    reported = error
+        not_stopped = supervisor.join(STOP_TIMEOUT_SECONDS)
+        if not_stopped:
+            log.error("jobs did not stop in time", jobs=not_stopped, seconds=STOP_TIMEOUT_SECONDS)
+        restore_spark()
+        return RunResult(state.jobs(), not_stopped)
+    finally:
+        if metrics is not None:
+            metrics.close()
+        if spark is not None:
+            if stop.is_set():
+                quiet_spark_shutdown(spark)
+            try:
+                spark.stop()
+            except Exception as exc:  # its JVM is gone already
+                log.debug("Spark did not stop cleanly", error=str(exc).splitlines()[:1])
+        if stop.is_set():
+            log.info("run stopped on request")
+        restore()
+
+
+def _check_state_dir(
+    cfg: MirrorConfig, state: RunState, flows: list[FlowConfig], plan: dict[str, list[str]]
+) -> None:
+    """Refuse to start unless the state dir takes the run's state file, and no other
+    process mirrors one of the flows with it (before Spark starts: one line, exit 1)."""
+    path = jobs_file(cfg.state_dir)
+    try:
+        state.write()
+    except OSError as exc:
+        raise MirrorError(
+            f"cannot write {path}: {exc.strerror or exc}; expected mm.state.dir "
+            f"({cfg.state_dir}) to be a writable directory with free space"
+        ) from None
+    by_name = {f.name: f for f in flows}
+    for name in plan.get("mirror", []):
+        lock_flow_state(cfg, by_name[name]).close()  # raises naming the holder
+
+
+def _serve_metrics(
+    cfg: MirrorConfig, flows: list[FlowConfig], shared: SharedRun, state: RunState
+) -> Any:
+    from mm.metrics import serve_run_metrics
+
+    return serve_run_metrics(cfg, flows, shared.mirror_stats, state)
