@@ -378,6 +378,9 @@ def _run_flows(
     from mm.metrics import serve_mirror_metrics
 
     metrics = serve_mirror_metrics(cfg, flows, stats)  # only with mm.metrics.port
+    from mm.source.acl_sync import start_acl_sync
+
+    acl_sync = start_acl_sync(cfg, flows, lambda alias: _admin(cfg, alias))  # its own thread
     # ours again: PySpark installed its own SIGINT handler when Spark started (it
     # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
     restore = stop_on_signals(stop, log)
@@ -433,6 +436,8 @@ def _run_flows(
                     pass  # handled above on the next pass, from q.exception()
                 spark.streams.resetTerminated()
     finally:
+        if acl_sync is not None:
+            acl_sync.close()
         if metrics is not None:
             metrics.close()
         if stop.is_set():
