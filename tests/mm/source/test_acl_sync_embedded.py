@@ -53,6 +53,7 @@ def test_mirror_runs_with_acl_sync_enabled_and_logs_no_alarm(
 
     rounds = run.events("topic ACLs checked")
     assert rounds, f"the ACL sync never ran a round\n{run.describe()}"
+    print(f"ACL sync rounds during a {run.seconds:.1f}s --once run: {len(rounds)}")
     if cluster_a.kind == "embedded":
         # what the embedded broker answers: nothing to copy, so no CreateAcls sent
         assert all(r["source_acls"] == 0 and r["missing"] == 0 for r in rounds), rounds
