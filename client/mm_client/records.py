@@ -2,7 +2,7 @@
 
 Each record is a frozen dataclass that owns its encoding: ``key_bytes()`` and
 ``value_bytes()`` produce exactly what MM2 writes, and ``from_bytes(key, value)``
-reads what MM2 (or this toolkit) wrote. See ``MM2_FORMATS.md`` for the layouts.
+reads what MM2 (or this toolkit) wrote. ``docs/formats.md`` describes the layouts.
 
 Invariants, for every record type here:
 

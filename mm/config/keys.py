@@ -60,8 +60,6 @@ def inherited_client_key(key: str) -> bool:
 # They are kept in MirrorConfig.other / FlowConfig.other and logged at info.
 IGNORED_KEYS: dict[str, str] = {
     "tasks.max": "Spark decides parallelism (one task per topic-partition range)",
-    "sync.topic.acls.enabled": "topic ACLs are not synchronised yet (docs/security.md)",
-    "sync.topic.acls.interval.seconds": "topic ACLs are not synchronised yet (docs/security.md)",
     "emit.offset-syncs.enabled": "offset syncs are always written",
     "topic.filter.class": "only the regex filters (topics, topics.exclude) are supported",
     "group.filter.class": "only the regex filters (groups, groups.exclude) are supported",

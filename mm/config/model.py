@@ -325,6 +325,14 @@ class FlowConfig(_MaskedRepr, BaseModel):
         600,
         "Topic config sync period (as MM2); checked at each topic refresh.",
     )
+    sync_topic_acls_enabled: Bool = _prop(
+        "sync.topic.acls.enabled",
+        True,
+        "Copy the source topics' ACLs to the remote topics (as MM2; docs/security.md).",
+    )
+    sync_topic_acls_interval_seconds: Seconds = _prop(
+        "sync.topic.acls.interval.seconds", 600, "Topic ACL sync period (as MM2)."
+    )
     config_properties_exclude: RegexList = _prop(
         "config.properties.exclude",
         (

@@ -1,5 +1,5 @@
 """Topic ACL sync (``sync.topic.acls.enabled``): MM2's mapping of source ACLs to
-target ACLs, as a pure function. NOT wired to a job yet.
+target ACLs, as a pure function; :mod:`mm.source.acl_sync` runs it in the mirror.
 
 MM2 (``MirrorSourceConnector.syncTopicAcls``) lists the source's ACL bindings on
 topics and creates, on the target, one binding per source binding that is
@@ -16,10 +16,6 @@ topics and creates, on the target, one binding per source binding that is
 with the topic renamed to its remote name and ALLOW ALL downgraded to ALLOW READ
 (ALL would grant WRITE). Everything else (principal, host, operation, permission)
 is kept: READ, DESCRIBE, DESCRIBE_CONFIGS, ... and every DENY are copied as is.
-
-Why not wired: the embedded broker answers DescribeAcls with nothing and cannot
-create ACLs, so a job using this could not be tested end to end here; the key is
-still reported as ignored (mm.config.keys.IGNORED_KEYS).
 """
 
 from __future__ import annotations

@@ -402,6 +402,9 @@ def _run_flows(
 
     # only with mm.metrics.port; mm run serves its own
     metrics = serve_mirror_metrics(cfg, flows, stats) if shared is None else None
+    from mm.source.acl_sync import start_acl_sync
+
+    acl_sync = start_acl_sync(cfg, flows, lambda alias: _admin(cfg, alias))  # its own thread
     # ours again: PySpark installed its own SIGINT handler when Spark started (it
     # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
     restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
@@ -457,6 +460,8 @@ def _run_flows(
                     pass  # handled above on the next pass, from q.exception()
                 spark.streams.resetTerminated()
     finally:
+        if acl_sync is not None:
+            acl_sync.close()
         if metrics is not None:
             metrics.close()
         if stop.is_set():

@@ -1,6 +1,6 @@
 """MM2 record formats against hand-written golden bytes, round trips and malformed input.
 
-Every golden byte string below was written from MM2_FORMATS.md by hand (not
+Every golden byte string below was written from MM2's formats (docs/formats.md) by hand (not
 produced by the code under test): STRING = INT16 length + UTF-8, INTn big-endian.
 """
 

@@ -1,4 +1,5 @@
-"""Exact offset translation (mm_client.translation) against DESIGN.md "Exactness, defined".
+"""Exact offset translation (mm_client.translation): a group at source offset U gets the
+target offset of the first mirrored record at or after U (docs/offset-syncs.md).
 
 For a committed upstream offset U the exact translation is the smallest
 downstream offset d of a mirrored record with u >= U, or, if none, one past the
@@ -208,7 +209,7 @@ class Mirrored:
     firsts: list[bool] = field(default_factory=list)
 
     def exact(self, upstream: int) -> int:
-        """DESIGN.md: smallest d with u >= U, else one past the last record with u < U."""
+        """Exact: smallest d with u >= U, else one past the last record with u < U."""
         i = bisect_left(self.us, upstream)
         return self.ds[i] if i < len(self.ds) else self.ds[-1] + 1
 

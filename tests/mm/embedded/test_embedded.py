@@ -31,7 +31,7 @@ def consume_values(bootstrap: str, topic: str, expected: int, timeout: float = 3
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(topic, 0, 0)])  # no group join: see BROKERS.md
+    consumer.assign([TopicPartition(topic, 0, 0)])  # no group join (slow on the embedded broker)
     values: list[bytes] = []
     deadline = time.monotonic() + timeout
     try:
