@@ -25,7 +25,12 @@ import pytest
 from confluent_kafka import Producer
 from mm_client.records import Checkpoint, Heartbeat
 from support.clusters import KafkaCluster
-from support.mirror import create_topic
+from support.mirror import (
+    create_topic,
+    partition_count,
+    read_partition,
+    run_mirror_once,
+)
 
 from tests.support.cli import run_mm
 
@@ -198,3 +203,55 @@ def test_status_names_corrupt_checkpoints_and_heartbeats(
     assert "negative version" in notes
     # a corrupt newest heartbeat is no latency: the estimate falls back to record age
     assert st["latency_method"] != "heartbeat"
+
+
+def test_two_flows_into_one_topic_are_refused_and_the_rest_mirrored(
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    cluster_c: KafkaCluster,
+    tmp_path: Path,
+) -> None:
+    """S->T and U->T with the identity policy would both write `orders-<tag>` on T: the
+    topic is refused in both flows (the line names the target topic and both sources)."""
+    tag = uuid.uuid4().hex[:6]
+    s, u, t = f"S{tag}", f"U{tag}", f"T{tag}"
+    orders, solo = f"orders-{tag}", f"solo-{tag}"
+    for bootstrap in (cluster_a.bootstrap_servers, cluster_c.bootstrap_servers):
+        create_topic(bootstrap, orders, 1)
+        _produce(bootstrap, orders, [(b"k", b"v")] * 3)
+    create_topic(cluster_a.bootstrap_servers, solo, 1)
+    _produce(cluster_a.bootstrap_servers, solo, [(b"k", b"solo")] * 4)
+    cfg = tmp_path / "mm.properties"
+    cfg.write_text(
+        "\n".join(
+            [
+                f"clusters = {s}, {u}, {t}",
+                f"{s}.bootstrap.servers = {cluster_a.bootstrap_servers}",
+                f"{u}.bootstrap.servers = {cluster_c.bootstrap_servers}",
+                f"{t}.bootstrap.servers = {cluster_b.bootstrap_servers}",
+                f"{s}->{t}.enabled = true",
+                f"{s}->{t}.topics = {orders}, {solo}",
+                f"{u}->{t}.enabled = true",
+                f"{u}->{t}.topics = {orders}",
+                "replication.policy.class = "
+                "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+                f"mm.state.dir = {tmp_path / 'state'}",
+                "spark.master = local[2]",
+                "",
+            ]
+        )
+    )
+    run = run_mirror_once(cfg)
+    assert run.returncode == 1, run.describe()
+    refused = [ln for ln in run.stdout.splitlines() if ln.startswith(f"not mirrored: {orders}:")]
+    assert refused, run.describe()
+    want = (
+        f"target topic {orders} on {t} would receive topic {orders} of {s} (flow {s}->{t}) "
+        f"and topic {orders} of {u} (flow {u}->{t})"
+    )
+    assert all(want in ln for ln in refused), refused
+    # nothing of either source in the shared name; the other topic mirrored in full
+    assert partition_count(cluster_b.bootstrap_servers, orders) is None
+    assert [r.value for r in read_partition(cluster_b.bootstrap_servers, solo, 0)] == [
+        b"solo"
+    ] * 4
