@@ -252,6 +252,4 @@ def test_two_flows_into_one_topic_are_refused_and_the_rest_mirrored(
     assert all(want in ln for ln in refused), refused
     # nothing of either source in the shared name; the other topic mirrored in full
     assert partition_count(cluster_b.bootstrap_servers, orders) is None
-    assert [r.value for r in read_partition(cluster_b.bootstrap_servers, solo, 0)] == [
-        b"solo"
-    ] * 4
+    assert [r.value for r in read_partition(cluster_b.bootstrap_servers, solo, 0)] == [b"solo"] * 4

@@ -206,7 +206,11 @@ def test_a_corrupt_sync_is_a_hole_named_in_an_error_never_a_wrong_translation(
     assert (w.stats.corrupt, w.stats.syncs_gaps, w.snap.store.holes()) == (1, 0, 1)
     errors = [e for e in logs if e["log_level"] == "error"]
     assert len(errors) == 1 and errors[0]["event"] == "corrupt offset sync skipped"
-    assert (errors[0]["topic"], errors[0]["partition"], errors[0]["offset"]) == (w.syncs_topic, 0, 2)
+    assert (errors[0]["topic"], errors[0]["partition"], errors[0]["offset"]) == (
+        w.syncs_topic,
+        0,
+        2,
+    )
     assert "truncated" in errors[0]["error"] and "OffsetSync" in errors[0]["expected"]
     # the hole is kept in the snapshot: a restarted job stays conservative
     w._save()

@@ -46,7 +46,9 @@ def test_flow_b_to_a_never_sends_a_topic_back_to_a_but_heartbeats_travel_on() ->
 
 
 def test_heartbeats_are_mirrored_whatever_the_topic_filter_says() -> None:
-    got = select_topics(TOPICS_ON_B, topic_filter=lambda _t: False, policy=DEFAULT, target_alias="A")
+    got = select_topics(
+        TOPICS_ON_B, topic_filter=lambda _t: False, policy=DEFAULT, target_alias="A"
+    )
     assert got == ["C.heartbeats", "heartbeats"]
 
 
