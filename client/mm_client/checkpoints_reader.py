@@ -35,6 +35,9 @@ Two choices where MM2 has none:
 * ``skipped`` counts the undecodable records that could have mattered: records
   whose key cannot be read, and records of the selected groups whose value
   cannot be read. A record of another group is not decoded, so not counted.
+  ``skipped_at`` names the first :data:`SKIPPED_NAMED` of them (partition,
+  offset, why), and the warning logged names them too. An undecodable record
+  never replaces the key's previous valid checkpoint: that one stays the newest.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -63,13 +66,21 @@ from mm_client.records import Checkpoint
 from mm_client.topic_partition import TopicPartition
 from mm_client.wire import INT16, INT32, INT64
 
-__all__ = ["CheckpointSnapshot", "GroupSelector", "group_matcher", "read_checkpoints"]
+__all__ = [
+    "CheckpointSnapshot",
+    "GroupSelector",
+    "SkippedRecord",
+    "group_matcher",
+    "read_checkpoints",
+]
 
 logger = logging.getLogger("mm_client.checkpoints")
 
 GroupSelector = str | re.Pattern[str] | Callable[[str], bool]
 
 BATCH: Final = 10_000
+# skipped records named by partition and offset (the rest are only counted)
+SKIPPED_NAMED: Final = 10
 # consume() waits until BATCH messages or this long: it is the delay after the last
 # batch (end-of-partition events do not end the wait), so keep it short
 POLL_WAIT: Final = 0.02
@@ -95,6 +106,17 @@ _MISS: Final = object()  # key not parsed yet
 _BAD: Final = object()  # key does not decode
 
 
+class SkippedRecord(NamedTuple):
+    """An undecodable record of the checkpoints topic: where it is and why."""
+
+    partition: int
+    offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"[{self.partition}]@{self.offset}: {self.reason}"
+
+
 def group_matcher(groups: GroupSelector) -> Callable[[str], bool]:
     """A predicate from a regex (full match, as MM2's ``groups``) or a callable."""
     if isinstance(groups, str):
@@ -117,7 +139,15 @@ class CheckpointSnapshot:
     stored record values.
     """
 
-    __slots__ = ("_latest", "bootstrap_servers", "end_offsets", "records", "skipped", "topic")
+    __slots__ = (
+        "_latest",
+        "bootstrap_servers",
+        "end_offsets",
+        "records",
+        "skipped",
+        "skipped_at",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -128,12 +158,14 @@ class CheckpointSnapshot:
         records: int,
         skipped: int,
         end_offsets: Mapping[int, int],
+        skipped_at: list[SkippedRecord] | None = None,
     ) -> None:
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
         self._latest = {g: v for g, v in latest.items() if v}
         self.records = records
         self.skipped = skipped
+        self.skipped_at = list(skipped_at or ())
         self.end_offsets = dict(end_offsets)
 
     def __repr__(self) -> str:
@@ -210,11 +242,14 @@ def read_checkpoints(
         ends = reader.read(consumer, topic, partitions, deadline, bootstrap, trail)
     if reader.skipped:
         logger.warning(
-            "skipped %d undecodable record(s) of %d in %s on %s",
+            "skipped %d undecodable record(s) of %d in %s on %s (expected MM2 Checkpoint "
+            "records; each key keeps its previous valid checkpoint): %s%s",
             reader.skipped,
             reader.records,
             topic,
             bootstrap,
+            "; ".join(f"{topic}{s}" for s in reader.skipped_at),
+            "" if reader.skipped <= len(reader.skipped_at) else "; ...",
         )
     return CheckpointSnapshot(
         topic,
@@ -223,6 +258,7 @@ def read_checkpoints(
         records=reader.records,
         skipped=reader.skipped,
         end_offsets=ends,
+        skipped_at=reader.skipped_at,
     )
 
 
@@ -301,7 +337,16 @@ def _parse_topic_partition(data: bytes) -> object:
 class _Reader:
     """One pass over the topic; keeps raw values of the newest checkpoint per key."""
 
-    __slots__ = ("_group_slots", "_keys", "_match", "_suffixes", "latest", "records", "skipped")
+    __slots__ = (
+        "_group_slots",
+        "_keys",
+        "_match",
+        "_suffixes",
+        "latest",
+        "records",
+        "skipped",
+        "skipped_at",
+    )
 
     def __init__(self, match: Callable[[str], bool]) -> None:
         self._match = match
@@ -314,6 +359,7 @@ class _Reader:
         self._suffixes: dict[bytes, object] = {}
         self.records = 0
         self.skipped = 0
+        self.skipped_at: list[SkippedRecord] = []
 
     def _parse_key(self, key: bytes | None) -> object:
         """Same acceptance as Checkpoint.from_bytes for the key half, and the group filter.
@@ -398,6 +444,7 @@ class _Reader:
                         continue  # another group: its value is never read
                     if info is _BAD:
                         skipped += 1
+                        self._name_skipped(msg, key)
                         continue
                     slot, tp = info  # type: ignore[misc]
                     value = msg.value()
@@ -417,14 +464,31 @@ class _Reader:
                     else:
                         try:
                             from_bytes(key, value)
-                        except RecordDecodeError:
+                        except RecordDecodeError as exc:
                             skipped += 1
+                            self._name_skipped(msg, key, exc)
                         else:
                             slot[tp] = value
         finally:
             self.records += records
             self.skipped += skipped
         return ends
+
+    def _name_skipped(
+        self, msg: Any, key: bytes | None, exc: RecordDecodeError | None = None
+    ) -> None:
+        """Remember where a skipped record is (the first few only; rare path)."""
+        if len(self.skipped_at) >= SKIPPED_NAMED:
+            return
+        if exc is None:
+            try:  # the key did not parse: let the decoder say why
+                Checkpoint.from_bytes(key, msg.value())
+                reason = "Checkpoint key: not a valid checkpoint key"
+            except RecordDecodeError as e:
+                reason = str(e)
+        else:
+            reason = str(exc)
+        self.skipped_at.append(SkippedRecord(msg.partition(), msg.offset(), reason))
 
     def _on_error(self, err: KafkaError, topic: str, bootstrap: str) -> None:
         if err.fatal() or err.code() in _FATAL_READ_CODES:

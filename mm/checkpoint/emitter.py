@@ -4,7 +4,8 @@ Each round (:meth:`FlowCheckpointer.tick`):
 
 1. the offset syncs of the micro-batch are fed into the flow's
    :class:`~mm.checkpoint.store.OffsetSyncStore` (a record that does not decode
-   is counted and logged with its offset, then skipped). An offset gap in the
+   is counted and logged with its offset, then skipped and taken as a hole: it may
+   have been any partition's sync). An offset gap in the
    offset-syncs topic where the writer leaves none (see :meth:`FlowCheckpointer.gaps_are_holes`)
    means syncs were compacted or deleted away: the store marks a hole, and
    groups inside it get conservative translations (``docs/offset-syncs.md``);
@@ -287,6 +288,8 @@ class FlowCheckpointer:
             nxt[key] = max(nxt.get(key, 0), r.offset + 1)
             self._dirty = True
             if r.error is not None:
+                # it may have been a sync of any partition: a hole, as a gap is
+                store.mark_hole()
                 self.stats.corrupt += 1
                 self.log.error(
                     "corrupt offset sync skipped",
@@ -294,6 +297,10 @@ class FlowCheckpointer:
                     partition=r.syncs_partition,
                     offset=r.offset,
                     error=r.error,
+                    expected="an MM2 OffsetSync (key: topic STRING, partition INT32; "
+                    "value: upstream INT64, downstream INT64)",
+                    effect="taken as a hole: groups between the syncs around it get "
+                    "conservative checkpoints (never ahead)",
                     corrupt_total=self.stats.corrupt,
                 )
                 continue

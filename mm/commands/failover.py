@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mm.commands.flows import add_config_option, add_one_flow_option, groups_pattern, one_flow
+from mm.commands.translate import skipped_json
 from mm.config import FlowConfig, load_config
 from mm.dr.failover_point import FailoverPoint
 from mm.dr.groups import (
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         message = None
     ok = bool(todo) and not any(r.failed for r in ordered)
     if args.json:
-        out = _as_json(flow, topic, args, ordered, ok, message)
+        out = {**_as_json(flow, topic, args, ordered, ok, message), **skipped_json(snap)}
         out["failover_point"] = {**point.to_json(), "recorded_in": point_topic}
         print(json.dumps(out, indent=2))
     else:
@@ -212,8 +213,9 @@ def describe_point(point: FailoverPoint, recorded_in: str | None, cluster: str) 
     where = f"recorded in {recorded_in} on {cluster}" if recorded_in else "dry run, not recorded"
     if point.ends_seen_ms is None:
         loss = (
-            "estimated loss unknown: the mirror published no source end offsets "
-            "(mm-mirror-ends topic missing or empty)"
+            "estimated loss unknown: no source end offsets the mirror published could be "
+            "read (mm-mirror-ends topic missing or empty, or its newest record for the flow "
+            "corrupt: see the log)"
         )
     else:
         seconds = point.loss_seconds

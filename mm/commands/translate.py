@@ -12,9 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from mm.commands.flows import add_config_option, add_one_flow_option, one_flow
 from mm.config import load_config
+
+
+def skipped_json(snap: Any) -> dict[str, Any]:
+    """The undecodable records a checkpoints read skipped (a CheckpointSnapshot's)."""
+    return {
+        "skipped_records": snap.skipped,
+        "skipped_at": [
+            {"partition": s.partition, "offset": s.offset, "reason": s.reason}
+            for s in snap.skipped_at
+        ],
+    }
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
                         }
                         for c in rows
                     ],
+                    **skipped_json(snap),
                 },
                 indent=2,
             )

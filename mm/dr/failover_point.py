@@ -71,9 +71,11 @@ class FailoverPoint:
         return self.flow.encode(), json.dumps(self.to_json(), separators=(",", ":")).encode()
 
     @staticmethod
-    def decode(value: bytes) -> FailoverPoint:
+    def decode(value: bytes | None) -> FailoverPoint:
         """Raises ValueError naming what is wrong."""
         try:
+            if value is None:
+                raise ValueError("null value")
             doc = json.loads(value)
             parts = [PartitionPoint(**p) for p in doc["partitions"]]
             return FailoverPoint(
@@ -85,7 +87,7 @@ class FailoverPoint:
                 parts,
             )
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"not a failover point ({exc!r}): {value[:80]!r}") from None
+            raise ValueError(f"not a failover point ({exc!r}): {(value or b'')[:80]!r}") from None
 
 
 def failover_point(

@@ -28,7 +28,8 @@ from mm_client.kafka.errors import wrap
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.dr.failover_point import FailoverPoint, failover_point, failover_points_topic
-from mm.errors import KafkaOperationError
+from mm.errors import KafkaOperationError, MirrorError
+from mm.logs import get_logger
 from mm.source.ends import SeenEnds, decode_ends, ends_topic
 from mm.source.runtime import state_group
 from mm.verify.reads import mirror_positions
@@ -83,7 +84,16 @@ def newest_point(conf: Mapping[str, Any], flow: FlowConfig, timeout: float) -> F
         newest = None
         for m in tail(consumer, topic, 0, timeout):
             if m.key() == flow.name.encode():
-                newest = FailoverPoint.decode(m.value())
+                try:
+                    newest = FailoverPoint.decode(m.value())
+                except ValueError as exc:
+                    # an older point is another failover's: never fall back to it
+                    raise MirrorError(
+                        f"the newest failover point of {flow.name} in {topic}[0] at offset "
+                        f"{m.offset()} on {flow.target} is corrupt ({exc}); expected the JSON "
+                        "record `mm failover` writes. Record the point again with `mm failover` "
+                        "(it reads the mirror's position on the target), then retry"
+                    ) from None
         return newest
     except KafkaException as exc:
         raise wrap(exc, f"read {topic}") from exc
@@ -103,7 +113,21 @@ def newest_ends(conf: Mapping[str, Any], flow: FlowConfig, timeout: float) -> Se
         newest = None
         for m in tail(consumer, topic, 0, timeout):
             if m.key() == flow.name.encode():
-                newest = decode_ends(m.value())
+                try:
+                    newest = decode_ends(m.value())
+                except ValueError as exc:
+                    # an older publication would under-state the loss: none is used
+                    # unless a valid one follows
+                    newest = None
+                    get_logger("mm.failover", flow=flow.name).error(
+                        "corrupt mirror-ends record skipped: the loss is unknown unless a "
+                        "newer valid record follows",
+                        topic=topic,
+                        partition=0,
+                        offset=m.offset(),
+                        error=str(exc),
+                        expected='JSON {"flow", "time_ms", "ends"} as the mirror writes it',
+                    )
         return newest
     except KafkaException as exc:
         raise wrap(exc, f"read {topic}") from exc

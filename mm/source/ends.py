@@ -44,16 +44,18 @@ def encode_ends(flow: str, time_ms: int, ends: Mapping[Key, int]) -> tuple[bytes
     return flow.encode(), json.dumps(value, separators=(",", ":")).encode()
 
 
-def decode_ends(value: bytes) -> SeenEnds:
+def decode_ends(value: bytes | None) -> SeenEnds:
     """Raises ValueError naming what is wrong."""
     try:
+        if value is None:
+            raise ValueError("null value")
         doc = json.loads(value)
         ends = {
             (t, int(p)): int(end) for t, parts in doc["ends"].items() for p, end in parts.items()
         }
         return SeenEnds(str(doc["flow"]), int(doc["time_ms"]), ends)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a mirror-ends record ({exc!r}): {value[:80]!r}") from None
+        raise ValueError(f"not a mirror-ends record ({exc!r}): {(value or b'')[:80]!r}") from None
 
 
 class EndsPublisher:

@@ -307,6 +307,25 @@ def lock_flow_state(cfg: MirrorConfig, flow: FlowConfig) -> Any:
     return f
 
 
+def _colliding_topics(
+    flows: list[FlowConfig], planners: dict[str, TopicMirrorPlanner]
+) -> dict[str, dict[str, str]]:
+    """Source topics two flows into one cluster would mirror into one target topic."""
+    from mm.source.topics import target_collisions
+
+    targets = [f.target for f in flows]
+    shared = [f for f in flows if targets.count(f.target) > 1]
+    claims = {}
+    for flow in shared:
+        policy = flow.policy()
+        topics = planners[flow.name].selected()
+        claims[flow.name] = (
+            flow.target,
+            {t: policy.format_remote_topic(flow.source, t) for t in topics},
+        )
+    return target_collisions(claims)
+
+
 def _run_flows(
     cfg: MirrorConfig,
     flows: list[FlowConfig],
@@ -343,8 +362,13 @@ def _run_flows(
     # creating the target topics before the queries start.
     failed_topics: dict[str, dict[str, str]] = {}
     plans: dict[str, str] = {}
+    planners = {flow.name: topic_planner(cfg, flow) for flow in flows}
+    refused = _colliding_topics(flows, planners)
     for flow in flows:
-        planner = topic_planner(cfg, flow)
+        planner = planners[flow.name]
+        planner.refused = refused.get(flow.name, {})
+        for topic, why in sorted(planner.refused.items()):
+            log.error("topic cannot be mirrored", flow=flow.name, topic=topic, reason=why)
         planner.refresh()
         failed_topics[flow.name] = dict(planner.failed)
         # the source starts from this refresh rather than repeating it

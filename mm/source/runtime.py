@@ -84,7 +84,11 @@ def mirror_plan(
         )
     return MirrorPlan(
         runtime=runtime,
-        planner=planner_settings(cfg, flow),
+        # topics refused across flows are not found again by one flow's planner
+        planner={
+            **planner_settings(cfg, flow),
+            "refused": dict(planner.refused) if planner is not None else {},
+        },
         refresh_topics_interval_seconds=flow.refresh_topics_interval_seconds,
         topics=dict(planner.known) if planner is not None else {},
         failed=dict(planner.failed) if planner is not None else {},

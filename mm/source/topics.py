@@ -28,12 +28,17 @@ warning; mirroring goes on.
 
 A target topic with *fewer* partitions than its source fails that topic
 (partitions are never remapped); more partitions are allowed.
+
+Two flows into one cluster whose policies give two source topics the same
+target name (``A->C`` and ``B->C`` with ``IdentityReplicationPolicy``, both
+mirroring ``orders``) would mix two logs in one topic: :func:`target_collisions`
+finds them and the driver refuses the topic in every such flow (``refused``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -83,16 +88,45 @@ def select_topics(
     """The topics of ``names`` that the flow mirrors, sorted (pure)."""
     selected = []
     for t in names:
-        if would_cycle(policy, t, target_alias):
-            continue
-        if policy.is_heartbeats_topic(t):
-            selected.append(t)
-            continue
+        # MM2's shouldReplicateTopic: (filter or heartbeats) and not internal and not a cycle
         if policy.is_internal_topic(t) or extra_internal(t):
             continue
-        if topic_filter(t):
+        if would_cycle(policy, t, target_alias):
+            continue
+        if policy.is_heartbeats_topic(t) or topic_filter(t):
             selected.append(t)
     return sorted(selected)
+
+
+def target_collisions(
+    claims: Mapping[str, tuple[str, Mapping[str, str]]],
+) -> dict[str, dict[str, str]]:
+    """Source topics of different flows that would be mirrored into one target topic (pure).
+
+    ``claims``: flow name (``A->C``) -> (target alias, {source topic: target topic}).
+    Returns flow name -> {source topic: why it is refused}, for every flow involved.
+    """
+    by_target: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for flow, (target, topics) in claims.items():
+        for source_topic, target_topic in topics.items():
+            by_target.setdefault((target, target_topic), []).append((flow, source_topic))
+    out: dict[str, dict[str, str]] = {}
+    for (target, target_topic), writers in sorted(by_target.items()):
+        if len({f for f, _ in writers}) < 2:
+            continue
+        who = " and ".join(
+            f"topic {t} of {f.split('->')[0]} (flow {f})" for f, t in sorted(writers)
+        )
+        msg = (
+            f"target topic {target_topic} on {target} would receive {who}; one topic cannot "
+            "hold two sources' records (their offsets, the mirror's positions and the "
+            "checkpoints would mix), so no flow mirrors it: exclude it from all flows but "
+            "one (<flow>.topics.exclude) or use a replication policy that prefixes the "
+            "source alias (DefaultReplicationPolicy)"
+        )
+        for f, t in writers:
+            out.setdefault(f, {})[t] = msg
+    return out
 
 
 def _source_of(entry: Any) -> int | None:
@@ -185,6 +219,7 @@ class TopicMirrorPlanner:
         sync_configs_interval: float,
         use_defaults_from: UseDefaultsFrom,
         log: Any,
+        refused: Mapping[str, str] | None = None,
     ) -> None:
         self._source = new_admin(source_admin)
         self._target = new_admin(target_admin)
@@ -201,6 +236,8 @@ class TopicMirrorPlanner:
         self._log = log
         self.known: dict[str, MirroredTopic] = {}
         self.failed: dict[str, str] = {}
+        # source topics never mirrored, with why (see target_collisions)
+        self.refused: dict[str, str] = dict(refused or {})
 
     def source_partitions(self, timeout: float = 30.0) -> dict[str, int]:
         try:
@@ -208,6 +245,15 @@ class TopicMirrorPlanner:
         except KafkaException as exc:
             raise wrap(exc, f"list topics on source cluster {self._source_alias}") from exc
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+    def selected(self, timeout: float = 30.0) -> list[str]:
+        """The source topics the flow's settings select now (no target is touched)."""
+        return select_topics(
+            self.source_partitions(timeout),
+            topic_filter=self._topic_filter,
+            policy=self._policy,
+            target_alias=self._target_alias,
+        )
 
     def refresh(self, timeout: float = 30.0) -> dict[str, MirroredTopic]:
         """Discover topics, create/check their targets, sync configs when due.
@@ -224,6 +270,10 @@ class TopicMirrorPlanner:
             policy=self._policy,
             target_alias=self._target_alias,
         )
+        for t in selected:
+            if t in self.refused:
+                self.failed[t] = self.refused[t]
+                self.known.pop(t, None)
         new = [t for t in selected if t not in self.known and t not in self.failed]
         grown = [
             t for t in selected if t in self.known and partitions[t] > self.known[t].partitions

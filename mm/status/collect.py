@@ -51,6 +51,7 @@ DEFAULT_TIMEOUT = 15.0
 # newest records of X.checkpoints.internal read per round (compaction keeps the
 # topic small on Kafka; the scan is bounded where it does not run)
 CHECKPOINT_SCAN_KEY = "status.checkpoints.scan.records"
+_CORRUPT_NAMED = 5  # undecodable checkpoint records named in notes (the rest counted)
 DEFAULT_CHECKPOINT_SCAN: int = SETTINGS[CHECKPOINT_SCAN_KEY].default
 
 
@@ -224,7 +225,10 @@ class _FlowCollector:
             try:
                 beat = Heartbeat.from_bytes(rec.key, rec.value)
             except RecordDecodeError as exc:
-                st.notes.append(f"newest record of {topic}[{k[1]}] is not a heartbeat: {exc}")
+                st.notes.append(
+                    f"newest record of {topic}[{k[1]}] (offset {rec.offset}) is not an MM2 "
+                    f"heartbeat, skipped: {exc}"
+                )
                 continue
             if best is None or beat.timestamp > best.timestamp:
                 best = beat
@@ -272,8 +276,13 @@ class _FlowCollector:
             for rec in reads.all_records(self.tgt_consumer, k, max(lo, hi - self.scan), hi, t):
                 try:
                     cp = Checkpoint.from_bytes(rec.key, rec.value)
-                except RecordDecodeError:
+                except RecordDecodeError as exc:
                     st.checkpoints_corrupt += 1
+                    if st.checkpoints_corrupt <= _CORRUPT_NAMED:
+                        st.notes.append(
+                            f"{topic}[{k[1]}] offset {rec.offset} is not an MM2 checkpoint "
+                            f"(skipped; the group keeps its previous checkpoint): {exc}"
+                        )
                     continue
                 g = cp.consumer_group
                 if rec.timestamp is not None:
@@ -282,6 +291,10 @@ class _FlowCollector:
                 else:
                     newest_ts.setdefault(g, None)
                 newest_cp.setdefault(g, {})[(cp.topic, cp.partition)] = cp
+        if st.checkpoints_corrupt > _CORRUPT_NAMED:
+            st.notes.append(
+                f"{st.checkpoints_corrupt - _CORRUPT_NAMED} more undecodable record(s) in {topic}"
+            )
         if not newest_cp:
             return
         source_of = {v: k for k, v in target_of.items()}

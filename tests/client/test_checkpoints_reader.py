@@ -17,7 +17,12 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import KafkaError
 from mm_client import Checkpoint, TopicPartition
-from mm_client.checkpoints_reader import CheckpointSnapshot, _Reader, group_matcher
+from mm_client.checkpoints_reader import (
+    SKIPPED_NAMED,
+    CheckpointSnapshot,
+    _Reader,
+    group_matcher,
+)
 from mm_client.connection import Deadline, ErrorTrail
 from mm_client.errors import RecordDecodeError
 
@@ -86,6 +91,7 @@ def run_reader(
         records=reader.records,
         skipped=reader.skipped,
         end_offsets=ends,
+        skipped_at=reader.skipped_at,
     )
 
 
@@ -155,6 +161,19 @@ def test_garbage_is_skipped_and_counted_and_never_replaces_a_valid_checkpoint() 
     assert snap.all_offsets() == {"g": {("A.t", 0): 3}}
     assert snap.skipped == 7
     assert snap.records == 8
+    # each skipped record is named by partition and offset, with the decoder's reason
+    assert [(s.partition, s.offset) for s in snap.skipped_at] == [(0, i) for i in range(1, 8)]
+    reasons = [s.reason for s in snap.skipped_at]
+    assert all(r.startswith("Checkpoint") for r in reasons), reasons
+    assert "negative version -1" in reasons[2]
+    assert "null" in reasons[4]
+    assert str(snap.skipped_at[0]).startswith("[0]@1: Checkpoint value")
+
+
+def test_only_the_first_skipped_records_are_named_all_are_counted() -> None:
+    snap = run_reader([(b"\x00", b"junk")] * (SKIPPED_NAMED + 5))
+    assert snap.skipped == SKIPPED_NAMED + 5
+    assert [s.offset for s in snap.skipped_at] == list(range(SKIPPED_NAMED))
 
 
 def test_newer_value_versions_are_read_by_their_v0_fields() -> None:

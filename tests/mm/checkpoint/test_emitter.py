@@ -175,14 +175,49 @@ def test_offset_gap_in_the_syncs_topic_makes_translation_conservative(tmp_path: 
     assert w.snap.store.holes() == 1
 
 
-def test_gaps_across_micro_batches_and_corrupt_records(tmp_path: Path) -> None:
+def test_gaps_across_micro_batches(tmp_path: Path) -> None:
     w = _checkpointer(tmp_path)
     w.feed(_rows(0, [(0, 0), (9, 9)]))
-    w.feed([Row(2, error="junk")])  # a corrupt record still occupies its offset
-    w.feed(_rows(3, [(20, 21)]))
+    w.feed(_rows(2, [(20, 21)]))
     assert w.snap.store.holes() == 0
-    w.feed(_rows(5, [(30, 32)]))  # offset 4 missing: compacted or deleted
+    w.feed(_rows(4, [(30, 32)]))  # offset 3 missing: compacted or deleted
     assert w.snap.store.holes() == 1
+    assert w.stats.syncs_gaps == 1
+
+
+@pytest.mark.parametrize("location", ["source", "target"])
+def test_a_corrupt_sync_is_a_hole_named_in_an_error_never_a_wrong_translation(
+    tmp_path: Path, location: str
+) -> None:
+    w = _checkpointer(tmp_path, **{"A->B.offset-syncs.topic.location": location})
+    w.syncs_cleanup_policy = "delete"  # gaps are no holes with syncs on the target
+    # (10, 11) and (30, 40) were written; the record holding (10, 11) is corrupt.
+    # Without it the pairs (9, 9)..(20, 21) read as the end of a run and a gap and
+    # answer 15 -> 21, ahead of the exact 16 (a consumer would skip five records)
+    rows = [*_rows(0, [(0, 0), (9, 9)]), Row(2, error="OffsetSync value: truncated")]
+    with capture_logs() as logs:
+        w.feed(rows)
+        w.feed(_rows(3, [(20, 21), (30, 40)]))
+    w.snap.store.set_position("orders", 0, 31)
+    got = w.snap.store.lookup("orders", 0, 15)
+    assert got is not None and got.offset == 10 and not got.exact  # conservative: sd + 1
+    assert w.snap.store.translate("orders", 0, 9) == 9  # a known sync stays exact
+    assert w.snap.store.lookup("orders", 0, 25) == (40, True)  # after the hole: exact again
+    assert (w.stats.corrupt, w.stats.syncs_gaps, w.snap.store.holes()) == (1, 0, 1)
+    errors = [e for e in logs if e["log_level"] == "error"]
+    assert len(errors) == 1 and errors[0]["event"] == "corrupt offset sync skipped"
+    assert (errors[0]["topic"], errors[0]["partition"], errors[0]["offset"]) == (
+        w.syncs_topic,
+        0,
+        2,
+    )
+    assert "truncated" in errors[0]["error"] and "OffsetSync" in errors[0]["expected"]
+    # the hole is kept in the snapshot: a restarted job stays conservative
+    w._save()
+    again = snapshot.load(w.snapshot_path, "A->B")
+    assert again is not None
+    again.store.set_position("orders", 0, 31)
+    assert again.store.lookup("orders", 0, 15) == (10, False)
 
 
 def test_transactional_syncs_on_a_delete_topic_have_gaps_that_are_markers(

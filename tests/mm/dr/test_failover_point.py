@@ -86,8 +86,9 @@ def test_failover_point_round_trip() -> None:
     assert key == b"A->B"
     back = FailoverPoint.decode(value)
     assert back == point and back.to_json()["loss_offsets"] == 5
-    with pytest.raises(ValueError, match="not a failover point"):
-        FailoverPoint.decode(b'{"flow": "A->B"}')
+    for bad in (b'{"flow": "A->B"}', None, b"\xff\xfe", b"[1]"):
+        with pytest.raises(ValueError, match="not a failover point"):
+            FailoverPoint.decode(bad)
 
 
 def test_ends_round_trip_and_bad_records() -> None:
@@ -96,7 +97,7 @@ def test_ends_round_trip_and_bad_records() -> None:
     seen = decode_ends(value)
     assert (seen.flow, seen.time_ms) == ("A->B", 42)
     assert seen.ends == {("t", 0): 5, ("t", 1): 6, ("x.y", 0): 0}
-    for bad in (b"", b"[]", b'{"flow": "f", "time_ms": 1, "ends": {"t": {"x": 1}}}'):
+    for bad in (b"", b"[]", b'{"flow": "f", "time_ms": 1, "ends": {"t": {"x": 1}}}', None):
         with pytest.raises(ValueError, match="not a mirror-ends record"):
             decode_ends(bad)
 

@@ -90,9 +90,14 @@ def test_plan_carries_the_drivers_refresh_while_it_is_fresh() -> None:
     flow = cfg.flow("A", "B")
     known = {"orders": MirroredTopic("orders", "A.orders", 3, 1_048_588)}
     failed = {"payments": "target topic A.payments has 1 partitions but ..."}
-    planner = SimpleNamespace(known=known, failed=failed)
+    refused = {"refunds": "target topic refunds on B would receive ..."}
+    planner = SimpleNamespace(known=known, failed=failed, refused=refused)
     plan = MirrorPlan.decode(mirror_plan(cfg, flow, planner).encode())  # type: ignore[arg-type]
     assert plan.topics == known and plan.failed == failed
+    # refused across flows whatever the age of the refresh: the source's own planner
+    # cannot find such a collision again
+    assert plan.planner["refused"] == refused
+    assert mirror_plan(cfg, flow).planner["refused"] == {}
     # fresh for one refresh interval (7 s here), then the source refreshes itself
     assert plan.fresh_topics(plan.refreshed_at + 1)
     assert not plan.fresh_topics(plan.refreshed_at + 7)
