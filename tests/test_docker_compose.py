@@ -76,7 +76,8 @@ def test_no_accidental_variable_interpolation() -> None:
 
 
 def test_services_of_a_sink_region_deployment(services: dict[str, dict[str, Any]]) -> None:
-    expected = {"kafka-a", "kafka-b", "spark-master", "spark-worker", "mm-mirror"}
+    # mm run: mirror, checkpoints and heartbeats; mm status --serve: what the alerts read
+    expected = {"kafka-a", "kafka-b", "spark-master", "spark-worker", "mm-run", "mm-status"}
     assert expected <= set(services), f"missing: {expected - set(services)}"
 
 
@@ -122,7 +123,7 @@ def test_spark_worker_registers_with_the_master(services: dict[str, dict[str, An
 def test_every_mm_command_exists_in_the_cli(services: dict[str, dict[str, Any]]) -> None:
     """Each `mm ...` the file runs parses with mm's own parser (subcommand and options)."""
     commands = _mm_commands(services)
-    assert "mirror" in [argv[0] for argv in commands.values()]
+    assert {"run", "status"} <= {argv[0] for argv in commands.values()}
     parser = build_parser()
     for name, argv in commands.items():
         try:
@@ -145,7 +146,7 @@ def test_mm_services_mount_the_properties_file(services: dict[str, dict[str, Any
 
 def test_long_running_jobs_wait_for_clusters(services: dict[str, dict[str, Any]]) -> None:
     for name, argv in _mm_commands(services).items():
-        if argv[0] not in {"mirror", "checkpoint"}:
+        if argv[0] not in {"run", "mirror", "checkpoint", "status"}:
             continue
         deps = services[name].get("depends_on", {})
         assert {"kafka-a", "kafka-b", "spark-worker"} <= set(deps), name
@@ -165,12 +166,41 @@ def test_mounted_properties_match_the_services(services: dict[str, dict[str, Any
     port = master[master.index("--port") + 1]
     assert cfg.spark["spark.master"] == f"spark://spark-master:{port}"
     # the state dir is a volume shared by the job containers
-    mirror_volumes = [str(v).split(":") for v in services["mm-mirror"]["volumes"]]
-    assert [str(cfg.state_dir)] in [v[1:2] for v in mirror_volumes]
-    # both jobs' Spark applications fit on the worker at once
+    # (mm status reads mm run's jobs.json from it)
+    for name in ("mm-run", "mm-status"):
+        volumes = [str(v).split(":") for v in services[name]["volumes"]]
+        assert [str(cfg.state_dir)] in [v[1:2] for v in volumes], name
+    # the Spark applications (mm run is one) fit on the worker at once
     worker = _argv(services["spark-worker"]["command"])
-    jobs = sum(1 for argv in _mm_commands(services).values() if argv[0] in {"mirror", "checkpoint"})
+    apps = {"run", "mirror", "checkpoint"}
+    jobs = sum(1 for argv in _mm_commands(services).values() if argv[0] in apps)
     assert int(cfg.spark["spark.cores.max"]) * jobs <= int(worker[worker.index("--cores") + 1])
+
+
+def test_everything_the_alerts_need_runs(services: dict[str, dict[str, Any]]) -> None:
+    """The alerts read heartbeats (emitted by mm run), mm status --serve and mm run's
+    metrics: Prometheus scrapes both ports and loads deploy/alerts.yml."""
+    cfg = load_config(ROOT / "deploy" / "mm.properties")
+    (flow,) = cfg.enabled_flows()
+    assert flow.emit_heartbeats_enabled and flow.emit_checkpoints_enabled
+    commands = _mm_commands(services)
+    status = commands["mm-status"]
+    serve = status[status.index("--serve") + 1]
+    prom = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    targets = {
+        c["job_name"]: t
+        for c in prom["scrape_configs"]
+        for s in c["static_configs"]
+        for t in s["targets"]
+    }
+    assert targets["mm-status"] == f"mm-status:{serve}"
+    assert targets["mm-run"] == f"mm-run:{cfg.setting('metrics.port')}"
+    mounts = _mounts(services["prometheus"])
+    assert mounts["/etc/prometheus/alerts.yml"] == "./deploy/alerts.yml"
+    assert "/etc/prometheus/alerts.yml" in prom["rule_files"]
+    alerts = yaml.safe_load((ROOT / "deploy" / "alerts.yml").read_text())
+    jobs_in_rules = " ".join(r.get("expr", "") for g in alerts["groups"] for r in g["rules"])
+    assert "mm-run" in jobs_in_rules and "mm-status" in jobs_in_rules
 
 
 def test_spark_python_in_the_image_is_installed_by_the_project() -> None:

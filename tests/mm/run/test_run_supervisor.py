@@ -187,3 +187,22 @@ def test_run_alerts() -> None:
     state.stopped("checkpoint")
     assert run_alerts(state.snapshot(), 10**9, "p") == []  # a clean stop is no alert
     assert json.loads(json.dumps(snap.to_json()))["jobs"][0]["job"] == "mirror"
+
+
+def test_spark_submit_entry_point_runs_mm_run() -> None:
+    """spark_jobs/run.py is `mm run`: same parser, so `--help` shows its options."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run(
+        [sys.executable, str(root / "spark_jobs" / "run.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: mm run" in proc.stdout and "--jobs" in proc.stdout
