@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from mm.checkpoint.job import run_checkpoint
 
     cfg = load_config(args.config)
-    flows = select_flows(cfg, args.flow)
+    flows = select_flows(cfg, args.flow, enabled_only=True)
     require_flow_clusters(cfg, [f for f in cfg.job_flows(flows) if f.emit_checkpoints_enabled])
     results = run_checkpoint(cfg, once=args.once, flows=flows)
     if not results:

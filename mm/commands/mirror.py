@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from mm.source.job import run_mirror
 
     cfg = load_config(args.config)
-    flows = select_flows(cfg, args.flow)
+    flows = select_flows(cfg, args.flow, enabled_only=True)
     require_flow_clusters(cfg, cfg.job_flows(flows))
     trigger = args.trigger_seconds
     if trigger is None:

@@ -189,11 +189,11 @@ def internal_topic_warnings(cfg: MirrorConfig, props: Mapping[str, str]) -> list
         if not named:
             continue
         key = f"{flow.name}.topics" if f"{flow.name}.topics" in props else "topics"
+        shown = ", ".join(dict.fromkeys(named))
         lines.append(
-            f"{key} = {','.join(flow.topics)} names internal topics ({', '.join(dict.fromkeys(named))}), "
+            f"{key} = {','.join(flow.topics)} names internal topics ({shown}), "
             f"which {flow.name} never mirrors: Kafka's __*, MM2's and mm's *.internal and "
             "Connect's *-internal topics are always left out, as in MirrorMaker 2; expected "
             "patterns for application topics only"
         )
     return lines
-
