@@ -151,7 +151,15 @@ METRICS: tuple[MetricSpec, ...] = (
         (*FLOW, "kind"),
         "status",
         "Alerts `mm status` raises now, per kind (replication_latency, record_lag, "
-        "checkpoint_age, source_truncated, source_reset, unavailable).",
+        "checkpoint_age, source_truncated, source_reset, clock_skew, unavailable).",
+    ),
+    MetricSpec(
+        "mm_clock_skew_seconds",
+        "gauge",
+        FLOW,
+        "status",
+        "How far the furthest-ahead timestamp read for the flow (newest heartbeat or source "
+        "record) is ahead of the status host's clock; 0 when none is.",
     ),
     MetricSpec(
         "mm_status_last_collect_timestamp_seconds",
@@ -282,6 +290,7 @@ class StatusCollector(Collector):
                 continue
             add("mm_replication_latency_seconds", fl, _s(f.latency_ms))
             add("mm_heartbeats_present", fl, 1.0 if f.latency_method == "heartbeat" else 0.0)
+            add("mm_clock_skew_seconds", fl, f.clock_skew_ms / 1000.0)
             add("mm_offset_syncs_age_seconds", fl, _s(f.offset_syncs_age_ms))
             holes = f.translation_holes
             add("mm_offset_syncs_history_holes", fl, None if holes is None else float(holes))

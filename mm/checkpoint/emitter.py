@@ -369,7 +369,7 @@ class FlowCheckpointer:
         )
         try:
             snapshot.save_report(self.report_path, report)
-        except OSError as exc:  # only `mm status` misses it
+        except MirrorError as exc:  # a StateDirError: only `mm status` misses it
             self.log.warning(
                 "checkpoint report not written", path=str(self.report_path), error=str(exc)
             )

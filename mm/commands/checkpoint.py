@@ -25,9 +25,11 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mm.checkpoint.job import run_checkpoint
+    from mm.state_dir import require_writable
 
     cfg = load_config(args.config)
-    flows = select_flows(cfg, args.flow)
+    flows = select_flows(cfg, args.flow, enabled_only=True)
+    require_writable(cfg.state_dir)  # a read-only or full disk: one line, before Spark
     require_flow_clusters(cfg, [f for f in cfg.job_flows(flows) if f.emit_checkpoints_enabled])
     results = run_checkpoint(cfg, once=args.once, flows=flows)
     if not results:

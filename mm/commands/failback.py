@@ -87,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if args.quarantine_only and args.groups is not None:
+        raise UsageError(
+            "--groups with --quarantine-only: step 1 moves no group, so --groups would be "
+            "ignored; expected one of them (--quarantine-only alone, or --groups without it)"
+        )
     groups = groups_pattern(args.groups)
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)

@@ -101,15 +101,19 @@ def _selector(args: argparse.Namespace) -> Callable[[str], bool] | re.Pattern[st
 def run(args: argparse.Namespace) -> int:
     from mm_client import read_checkpoints
 
+    from mm.errors import UsageError
+
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
     selector = _selector(args)
     from mm.dr.failover_point_run import read_failover_point, record_failover_point
 
     # where the mirror stood, read from the target only (the source may be gone);
-    # recorded there before any group moves
+    # recorded there before any group moves, and only when one will: a run that
+    # finds no selected group with checkpoints writes nothing
     point = read_failover_point(cfg, flow, args.timeout)
-    point_topic = None if args.dry_run else record_failover_point(cfg, flow, point, args.timeout)
     policy = flow.policy()
     target = cfg.cluster(flow.target)
     # one read of the checkpoints topic for every selected group
@@ -135,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
                 message=f"no checkpoints for group {g!r} in {topic} on {flow.target}",
             )
     todo = [g for g in selected if g in found]
+    recorded = not args.dry_run and bool(todo)
+    point_topic = record_failover_point(cfg, flow, point, args.timeout) if recorded else None
     translations = {}
     for g in todo:
         cps = snap.checkpoints(g)
@@ -162,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         if rows:
             print(format_table(rows))
         print(summary(flow, ordered, dry_run=args.dry_run))
-        print(describe_point(point, point_topic, flow.target))
+        print(describe_point(point, point_topic, flow.target, dry_run=args.dry_run))
     for r in ordered:
         if r.message:
             print(f"mm failover: {r.message}", file=sys.stderr)
@@ -208,9 +214,17 @@ def summary(flow: FlowConfig, results: list[GroupResult], *, dry_run: bool) -> s
 _STATUSES = (MOVED, UNCHANGED, DRY_RUN, REFUSED, NO_CHECKPOINTS, FAILED)
 
 
-def describe_point(point: FailoverPoint, recorded_in: str | None, cluster: str) -> str:
+def describe_point(
+    point: FailoverPoint, recorded_in: str | None, cluster: str, *, dry_run: bool = True
+) -> str:
     """The failover point in a few lines: the estimated loss, then the partitions behind."""
-    where = f"recorded in {recorded_in} on {cluster}" if recorded_in else "dry run, not recorded"
+    where = (
+        f"recorded in {recorded_in} on {cluster}"
+        if recorded_in
+        else "dry run, not recorded"
+        if dry_run
+        else "not recorded: no selected group has checkpoints"
+    )
     if point.ends_seen_ms is None:
         loss = (
             "estimated loss unknown: no source end offsets the mirror published could be "

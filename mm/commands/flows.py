@@ -59,14 +59,27 @@ def one_flow(cfg: MirrorConfig, name: str | None) -> FlowConfig:
     return enabled[0]
 
 
-def select_flows(cfg: MirrorConfig, names: list[str] | None) -> list[FlowConfig]:
-    """The flows named with --flow (any declared flow), else every enabled flow."""
+def select_flows(
+    cfg: MirrorConfig, names: list[str] | None, *, enabled_only: bool = False
+) -> list[FlowConfig]:
+    """The flows named with --flow (any declared flow), else every enabled flow.
+
+    ``enabled_only``: the jobs that write (mirror, checkpoint, heartbeat) refuse a
+    disabled flow named with --flow, as MM2 never runs one; commands that only read
+    (status, verify) accept it."""
     if not names:
         return cfg.enabled_flows()
-    declared = {f.name for f in cfg.flows}
+    declared = {f.name: f for f in cfg.flows}
     for name in names:
         if name not in declared:
             raise ConfigError("--flow", name, f"one of the configured flows {sorted(declared)}")
+        if enabled_only and not declared[name].enabled:
+            raise ConfigError(
+                "--flow",
+                name,
+                f"an enabled flow: {name}.enabled is not true in the properties file "
+                f"(set {name}.enabled = true to run it)",
+            )
     return [f for f in cfg.flows if f.name in names]
 
 
@@ -82,11 +95,14 @@ def require_flow_clusters(
     require_reachable(cfg, aliases, STARTUP_TIMEOUT if timeout is None else timeout)
 
 
-def groups_pattern(value: str | None) -> re.Pattern[str] | None:
+def groups_pattern(value: str | None, flag: str = "--groups") -> re.Pattern[str] | None:
     """``--groups REGEX`` compiled (None when not given); a bad regex is a usage error."""
     if value is None:
         return None
     try:
         return re.compile(value)
     except re.error as exc:
-        raise UsageError(f"--groups {value!r} is not a valid regex: {exc}") from None
+        raise UsageError(
+            f"{flag} {value!r} is not a valid regex: {exc}; expected a Python regular "
+            "expression matching whole names"
+        ) from None

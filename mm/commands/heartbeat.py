@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from mm.heartbeat.job import heartbeat_flows, run_heartbeat
 
     cfg = load_config(args.config)
-    flows = select_flows(cfg, args.flow)
+    flows = select_flows(cfg, args.flow, enabled_only=True)
     if args.flow:
         _, off = heartbeat_flows(flows)
         if off:

@@ -31,9 +31,11 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mm.source.job import run_mirror
+    from mm.state_dir import require_writable
 
     cfg = load_config(args.config)
-    flows = select_flows(cfg, args.flow)
+    flows = select_flows(cfg, args.flow, enabled_only=True)
+    require_writable(cfg.state_dir)  # a read-only or full disk: one line, before Spark
     require_flow_clusters(cfg, cfg.job_flows(flows))
     trigger = args.trigger_seconds
     if trigger is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
+from mm.commands.flows import groups_pattern
 from mm.errors import UsageError
 
 _CONFIG_HELP = "connect-mirror-maker.properties with backup.* keys (MM2 format)"
@@ -93,6 +94,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     if args.transaction_records < 1:
         raise UsageError(f"--transaction-records {args.transaction_records}: expected at least 1")
+    if args.replication_factor == 0 or args.replication_factor < -1:
+        raise UsageError(
+            f"--replication-factor {args.replication_factor}: expected -1 (the cluster's "
+            "default) or a positive number of replicas"
+        )
+    for flag, value in (("--topics", args.topics), ("--groups", args.groups)):
+        if value is not None:
+            groups_pattern(value, flag)  # a bad regex is refused before any cluster is asked
     try:
         prefix = check_topic_prefix(args.topic_prefix)
     except ValueError as exc:

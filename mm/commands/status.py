@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     from mm.errors import ConfigError, UsageError
     from mm.status.collect import collect
 
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
     if args.interval <= 0:
         raise UsageError("--interval must be a positive number of seconds")
     if args.serve is not None and not 0 <= args.serve <= 65535:

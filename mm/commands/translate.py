@@ -45,6 +45,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mm_client.checkpoints_reader import read_checkpoints
 
+    from mm.errors import UsageError
+
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
     policy = flow.policy()
@@ -87,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{c.topic}\t{c.partition}\t{c.downstream_offset}")
     if not rows:
         print(
-            f"mm translate: no checkpoints for group {args.group!r} in {topic} on {flow.target}",
+            f"mm translate: no checkpoints for group {args.group!r} in {topic} on "
+            f"{flow.target}; expected a group the checkpoint job has translated (one with "
+            f"offsets committed on {flow.source} that {flow.name}.groups selects)",
             file=sys.stderr,
         )
         return 1

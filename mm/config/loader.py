@@ -113,12 +113,27 @@ def load_config(
         if check_keys:
             unknown = find_unknown_keys(props, lines=lines, sources=sources)
             report_unknown_keys(unknown, strict=strict or is_strict(props))
-        return build_config(props, config_path=Path(path) if path is not None else None)
+        cfg = build_config(props, config_path=Path(path) if path is not None else None)
+        if check_keys:
+            _warn_internal_topics(cfg, props)
+        return cfg
     except ConfigError as exc:
         if exc.key not in sources or isinstance(exc, UnknownConfigKeysError):
             raise
         # the value came from the environment: say which variable to fix
         raise ConfigError(f"{exc.key} (from {sources[exc.key]})", exc.value, exc.expected) from None
+
+
+def _warn_internal_topics(cfg: MirrorConfig, props: Mapping[str, str]) -> None:
+    """Topics patterns naming internal topics: a warning line each on stderr, before
+    anything starts (they are never mirrored; the user should know)."""
+    import sys
+
+    from mm.config.checks import internal_topic_warnings
+    from mm.logs import program
+
+    for line in internal_topic_warnings(cfg, props):
+        print(f"{program()}: warning: {line}", file=sys.stderr, flush=True)
 
 
 def _effective(
@@ -196,7 +211,7 @@ def build_config(
     # global flow keys are checked even when no flow is declared yet
     _validated_flow(aliases[0], aliases[-1], "", props, {})
     flows = tuple(_flow(src, tgt, keys, props, aliases) for (src, tgt), keys in flow_keys.items())
-    return MirrorConfig(
+    cfg = MirrorConfig(
         clusters=clusters,
         flows=flows,
         spark=spark,
@@ -207,6 +222,10 @@ def build_config(
         other=other,
         config_path=config_path,
     )
+    from mm.config.checks import check_config
+
+    check_config(cfg, props)  # what needs several keys at once
+    return cfg
 
 
 def _aliases(props: Mapping[str, str]) -> list[str]:

@@ -287,9 +287,14 @@ def lock_flow_state(cfg: MirrorConfig, flow: FlowConfig) -> Any:
     """
     import fcntl
 
+    from mm.state_dir import state_error
+
     path = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")  # kept open while the mirror runs
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+")  # kept open while the mirror runs
+    except OSError as exc:
+        raise state_error(path.parent, exc) from None
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -301,9 +306,13 @@ def lock_flow_state(cfg: MirrorConfig, flow: FlowConfig) -> Any:
             f"(process {holder} holds {path}); stop that mirror first, or give this one "
             "its own mm.state.dir"
         ) from None
-    f.truncate(0)
-    f.write(f"{os.getpid()}\n")
-    f.flush()
+    try:
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+    except OSError as exc:
+        f.close()
+        raise state_error(path, exc) from None
     return f
 
 

@@ -176,7 +176,9 @@ class _FlowCollector:
                 log_end=hi,
                 position=pos,
                 lag=max(0, hi - max(lo, pos if pos is not None else lo)),
-                source_newest_age_ms=_age(now, src_newest.get(k)),
+                source_newest_age_ms=self._age_noting_skew(
+                    now, src_newest.get(k), f"the newest record of {k[0]}[{k[1]}] on {flow.source}"
+                ),
                 target_newest_age_ms=_age(now, tgt_newest.get((target_of[k[0]], k[1]))),
             )
             if pos is not None:
@@ -206,6 +208,11 @@ class _FlowCollector:
         self._offset_syncs(src_topics, tgt_topics)
         if flow.emit_checkpoints_enabled:
             apply_checkpoint_report(st, snapshot.load_report(self.report_path, flow.name), now_ms())
+
+    def _age_noting_skew(self, now: int, rec: Rec | None, where: str) -> int | None:
+        if rec is not None and rec.timestamp is not None:
+            self.st.saw_timestamp(rec.timestamp, now, where)
+        return _age(now, rec)
 
     # --- replication latency ---------------------------------------------------------
     def _heartbeats(
@@ -238,6 +245,12 @@ class _FlowCollector:
             hb.newest_source = best.source_cluster_alias
             hb.newest_target = best.target_cluster_alias
             hb.age_ms = max(0, now - best.timestamp)
+            st.saw_timestamp(
+                best.timestamp,
+                now,
+                f"the newest heartbeat in {topic} on {flow.target} (written on "
+                f"{best.source_cluster_alias or flow.source})",
+            )
             st.latency_ms = hb.age_ms
             st.latency_method = "heartbeat"
             return

@@ -25,6 +25,13 @@ Definitions (times in ms since the epoch, ages relative to the moment of the rea
   group is **stale** when its committed offsets on X differ from what its
   newest checkpoints say, and only then does the age count as **checkpoint
   latency** (MM2's ``checkpoint-latency-ms``) and against the threshold.
+* **clock skew**: a timestamp read for the flow (the newest heartbeat, the newest
+  record of a source partition) that lies ahead of this host's clock. Its age is
+  clamped to 0, so a latency computed from it would read as healthy: the flow
+  reports how far ahead (``clock_skew_ms``) and where it was seen, and beyond
+  :data:`CLOCK_SKEW_TOLERANCE_MS` that is a ``clock_skew`` alert. Timestamps far in
+  the past are ages like any other: a caught-up partition has record age 0
+  whatever its records' timestamps say.
 * **conservative translations** (per group) and **history holes**: from the
   checkpoint job's report (``report.json`` in its state directory, when this
   process can read ``mm.state.dir``): group partitions whose last translation
@@ -40,6 +47,10 @@ from typing import Any
 
 from mm.config import MirrorConfig
 from mm.config.settings import SETTINGS
+
+# a timestamp further ahead of this host's clock than this is a clock_skew alert
+# (heartbeats are written every second by default; NTP keeps hosts within ms)
+CLOCK_SKEW_TOLERANCE_MS = 5000
 
 # mm.* keys (without the prefix) and defaults
 LATENCY_KEY = "alert.replication.latency.ms"
@@ -146,7 +157,17 @@ class FlowStatus:
     translation_holes: int | None = None
     inexact_translations: int | None = None
     checkpoint_report_age_ms: int | None = None
+    # how far the furthest-ahead timestamp read for the flow is ahead of this host's
+    # clock (0: none ahead), and which one it was
+    clock_skew_ms: int = 0
+    clock_skew_where: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    def saw_timestamp(self, timestamp_ms: int, now_ms: int, where: str) -> None:
+        """Note a timestamp read for the flow; one ahead of ``now_ms`` is clock skew."""
+        ahead = timestamp_ms - now_ms
+        if ahead > self.clock_skew_ms:
+            self.clock_skew_ms, self.clock_skew_where = ahead, where
 
     @property
     def max_lag(self) -> int:
@@ -181,6 +202,7 @@ ALERT_KINDS = (
     "checkpoint_age",
     "source_truncated",
     "source_reset",
+    "clock_skew",
 )
 
 
@@ -237,6 +259,20 @@ def evaluate(flow: FlowStatus, t: Thresholds) -> list[Alert]:
                     p.log_end,
                 )
             )
+    if flow.clock_skew_ms > CLOCK_SKEW_TOLERANCE_MS:
+        alerts.append(
+            Alert(
+                name,
+                "clock_skew",
+                f"clock skew: {flow.clock_skew_where} is {flow.clock_skew_ms / 1000:.1f} s "
+                "ahead of this host's clock; ages from it read 0 and the replication latency "
+                "cannot be trusted (expected clocks within "
+                f"{CLOCK_SKEW_TOLERANCE_MS // 1000} s: check NTP on the producers, the "
+                "heartbeat job's host and this one)",
+                flow.clock_skew_ms,
+                CLOCK_SKEW_TOLERANCE_MS,
+            )
+        )
     limit_ms = t.checkpoint_age_seconds * 1000
     for g in flow.groups:
         if g.latency_ms > limit_ms:

@@ -43,6 +43,8 @@ def _flow_header(f: FlowStatus, alerts: list[Alert]) -> Text:
     text.append(duration(f.latency_ms), style=style)
     if how:
         text.append(f" ({how})", style="dim")
+    if f.clock_skew_ms > 0:  # the latency above was clamped: say why it may read low
+        text.append(f"  clock skew {f.clock_skew_ms / 1000:.1f}s ahead", style="bold yellow")
     text.append(f"  lag {f.total_lag} records")
     if f.offset_syncs_age_ms is not None:
         text.append(f"  offset syncs {duration(f.offset_syncs_age_ms)} ago", style="dim")

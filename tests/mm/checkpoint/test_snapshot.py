@@ -65,10 +65,12 @@ def test_failed_write_keeps_old_snapshot(tmp_path: Path, monkeypatch: pytest.Mon
     before = path.read_text()
 
     def boom(*_a: object) -> None:
-        raise OSError("disk full")
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(snapshot.os, "replace", boom)
-    with pytest.raises(OSError):
+    import mm.state_dir
+
+    monkeypatch.setattr(mm.state_dir.os, "replace", boom)
+    with pytest.raises(mm.state_dir.StateDirError, match=f"cannot write state in {path}: No space"):
         snapshot.save(path, snapshot.Snapshot("A->B", OffsetSyncStore(), {"s:0": 2}))
     assert path.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["store.json"]
