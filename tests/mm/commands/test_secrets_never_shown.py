@@ -90,6 +90,9 @@ COMMANDS = [
     ["failover", "--group", "g", "--flow", "A->B", "--dry-run", "--json", "--timeout", "1"],
     ["switchover", "--flow", "A->B", "--dry-run", "--json", "--timeout", "1", "--report", "r.json"],
     ["failback", "--flow", "A->B", "--dry-run", "--json", "--timeout", "1"],
+    # the long-running jobs: refused at start by the reachability check (10 s)
+    ["run"],
+    ["mirror", "--once"],
 ]
 
 
