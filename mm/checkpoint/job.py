@@ -62,7 +62,7 @@ def run_checkpoint(
     finally:
         restore()
         if stop.is_set():
-            log.info("checkpoint stopped on request")
+            (log.info if shared is None else log.debug)("checkpoint stopped on request")
 
 
 def _run(

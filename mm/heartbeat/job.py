@@ -49,6 +49,8 @@ def run_heartbeat(
     if not active:
         return {}
     emitter = HeartbeatEmitter(cfg, active, log=log)
+    # a caller's stop event (mm run) means the caller announces the stop
+    announce = log.info if stop is None else log.debug
     stop = stop or threading.Event()
     restore = stop_on_signals(stop, log)
     try:
@@ -75,7 +77,7 @@ def run_heartbeat(
         restore()
         emitter.close()
         if stop.is_set():
-            log.info(
+            announce(
                 "heartbeats stopped on request",
                 **{name: st.summary() for name, st in emitter.stats.items()},
             )

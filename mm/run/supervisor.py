@@ -81,8 +81,8 @@ class Supervisor:
                 error = "the job ended without a stop request"
             except Exception as exc:  # every failure is logged, counted and retried
                 if self.stop.is_set():
-                    log.info("job ended with an error while stopping", error=describe(exc))
-                    log.debug("the error in full", detail=str(exc)[:4000])
+                    # e.g. Spark's JVM already shut down by a signal to the process group
+                    log.debug("job ended with an error while stopping", error=str(exc)[:4000])
                     break
                 error = describe(exc)
             failures = self.backoff.failures_in_a_row(failures, self._clock() - started)
@@ -98,4 +98,4 @@ class Supervisor:
                 break
             self.state.restarting(job.name)
         self.state.stopped(job.name)
-        log.info("job stopped")
+        log.debug("job stopped")  # "run stopped on request" is the run's one line

@@ -390,7 +390,7 @@ def _run_flows(
         for f in flows:
             stats.setdefault(f.name, FlowStats()).failed_topics = failed_topics[f.name]
     if stop.is_set():  # before Spark starts: nothing to stop
-        log.info("mirror stopped on request")
+        (log.info if shared is None else log.debug)("mirror stopped on request")
         return stats
     spark = build_spark("mm-mirror", cfg.spark) if shared is None else shared.spark
     spark.dataSource.register(MirrorDataSource)
@@ -509,7 +509,8 @@ def _run_flows(
         if stop.is_set():
             if shared is None:
                 _stop_session(spark, log)
-            log.info("mirror stopped on request")
+            # under mm run, the run's own line is the one the operator reads
+            (log.info if shared is None else log.debug)("mirror stopped on request")
         # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
         restore()
     return stats

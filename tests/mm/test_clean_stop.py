@@ -236,3 +236,47 @@ def test_heartbeat_stops_cleanly_on_ctrl_c(
     finally:
         kill_group(job.proc)
     assert_clean_stop(job, tree, "heartbeats stopped on request")
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_run_stops_cleanly_mid_stream(
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    unique_topic: Any,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """`mm run` (mirror, checkpoint, heartbeat in one process) stopped with records
+    flowing: one "run stopped on request" line, exit 0, one summary line per job."""
+    topic = unique_topic("stoprun")
+    create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
+    config = mirror_properties(
+        tmp_path / "mm.properties",
+        cluster_a.bootstrap_servers,
+        cluster_b.bootstrap_servers,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra=SETTINGS,
+    )
+    producer = BackgroundProducer(
+        cluster_a.bootstrap_servers, topic, PARTITIONS, rate_per_partition=2000
+    ).start()
+    job = Job(config, "run")
+    try:
+        job.wait_for("micro-batch mirrored", lambda e: e.get("records", 0) > 0)
+        job.wait_for("checkpoint round")
+        job.wait_for("heartbeats starting")
+        tree = process_tree(job.proc.pid)
+        seconds = job.stop(how)
+    finally:
+        producer.stop()
+        kill_group(job.proc)
+    assert_clean_stop(job, tree, "run stopped on request")
+    assert seconds < 60, seconds
+    summary = job.out_path.read_text().splitlines()
+    assert sorted(line.split(" ", 1)[0] for line in summary) == [
+        "checkpoint",
+        "heartbeat",
+        "mirror",
+    ], summary
+    assert all(": stopped, 0 restart(s)" in line for line in summary), summary
