@@ -16,6 +16,7 @@ from mm.run.state import WRITE_EVERY_SECONDS, JobState, RunState, jobs_file
 from mm.run.supervisor import Supervisor
 from mm.signals import stop_on_signals
 from mm.source.job import SharedRun, lock_flow_state
+from mm.state_dir import StateDirError
 
 # how long the jobs get to stop their queries and flush before the process gives up
 STOP_TIMEOUT_SECONDS = 120.0
@@ -66,8 +67,8 @@ def run_all(
             try:
                 state.write()
                 reported = None
-            except OSError as exc:
-                error = f"{jobs_file(cfg.state_dir)}: {exc.strerror or exc}"
+            except StateDirError as exc:
+                error = str(exc)
                 if error != reported:  # once per distinct error, not every 5 s
                     log.error("run state not written; mm status cannot see the jobs", error=error)
                     reported = error
@@ -96,14 +97,7 @@ def _check_state_dir(
 ) -> None:
     """Refuse to start unless the state dir takes the run's state file, and no other
     process mirrors one of the flows with it (before Spark starts: one line, exit 1)."""
-    path = jobs_file(cfg.state_dir)
-    try:
-        state.write()
-    except OSError as exc:
-        raise MirrorError(
-            f"cannot write {path}: {exc.strerror or exc}; expected mm.state.dir "
-            f"({cfg.state_dir}) to be a writable directory with free space"
-        ) from None
+    state.write()  # StateDirError (exit 1) naming the file: full, read-only, ...
     by_name = {f.name: f for f in flows}
     for name in plan.get("mirror", []):
         lock_flow_state(cfg, by_name[name]).close()  # raises naming the holder

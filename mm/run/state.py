@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mm.state_dir import StateDirError, write_atomically
+
 # states of a job
 STARTING = "starting"
 RUNNING = "running"
@@ -121,30 +123,20 @@ class RunState:
                 setattr(j, k, v)
         try:
             self.write()
-        except OSError as exc:
+        except StateDirError as exc:
             # the jobs keep running; the run's own loop writes again and reports it
-            self.write_error = f"{self._path}: {exc.strerror or exc}"
+            self.write_error = str(exc)
 
     def snapshot(self) -> RunSnapshot:
         return RunSnapshot(os.getpid(), self._clock(), self._started, self.jobs())
 
     def write(self) -> None:
-        """Write jobs.json (no-op without a path). Raises OSError naming the file."""
+        """Write jobs.json atomically (no-op without a path); StateDirError naming it."""
         if self._path is None:
             return
         data = json.dumps(self.snapshot().to_json(), indent=1)
-        tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp")
-        with self._write_lock:
-            try:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(data)
-                os.replace(tmp, self._path)
-            except OSError:
-                try:
-                    tmp.unlink(missing_ok=True)
-                except OSError:  # a read-only directory: nothing was created there
-                    pass
-                raise
+        with self._write_lock:  # one writer at a time: each rename carries a whole file
+            write_atomically(self._path, data)
             self.write_error = None
 
 

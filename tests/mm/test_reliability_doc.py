@@ -29,7 +29,9 @@ def test_every_cited_test_exists() -> None:
         path = ROOT / file
         assert path.is_file(), f"docs/reliability.md cites {file}, which does not exist"
         if name:
-            assert name in _functions(path), f"docs/reliability.md cites {file}::{name}: no such test"
+            assert name in _functions(path), (
+                f"docs/reliability.md cites {file}::{name}: no such test"
+            )
     # the short `test_x[...]` rows of the bad-input table are tests of test_bad_input_cli
     cli = _functions(ROOT / "tests" / "mm" / "test_bad_input_cli.py")
     for name in set(re.findall(r"`(test_\w+)(?:\[|`)", text)):

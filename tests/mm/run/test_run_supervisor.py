@@ -17,6 +17,7 @@ from mm.run.backoff import Backoff
 from mm.run.jobs import plan_jobs
 from mm.run.state import BACKOFF, RUNNING, STOPPED, RunState, jobs_file, read_run_state
 from mm.run.supervisor import Job, Supervisor
+from mm.state_dir import StateDirError
 from mm.status.model import StatusReport, Thresholds
 from mm.status.run_jobs import attach_run, run_alerts
 
@@ -79,7 +80,7 @@ def test_state_file_unwritable_is_reported_not_raised_by_job_updates(tmp_path: P
     state = RunState({"mirror": ["A->B"]}, jobs_file(blocker))
     state.running("mirror")  # a job's update never fails the job
     assert state.write_error is not None and str(jobs_file(blocker)) in state.write_error
-    with pytest.raises(OSError):
+    with pytest.raises(StateDirError, match="expected a writable directory"):
         state.write()  # the run's own write raises (mm run refuses to start on it)
 
 
