@@ -35,7 +35,7 @@ from mm_client.records import Checkpoint
 
 from mm.kafka.rawlog import Connection, committed_view, fetch, read_log
 from support.eos import Proc, kill_groups, process_tree, wait_all_gone
-from support.mirror import mm_env, read_partition
+from support.mirror import mm_env
 
 
 class Job:
@@ -277,9 +277,9 @@ def judge_checkpoints(
     downstream offset at most the target's end: :class:`CheckpointWatch`)."""
     cps = list(checkpoints)
     target = committed_offsets(target_bootstrap, target_topic, partitions)
-    source = {
-        p: [r.offset for r in read_partition(source_bootstrap, topic, p)] for p in range(partitions)
-    }
+    # the raw log, read to its end now (a consumer waiting for the end of a partition
+    # being written to may never see it)
+    source = committed_offsets(source_bootstrap, topic, partitions)
     out = Judged()
     for cp in cps:
         below_up = bisect.bisect_left(source[cp.partition], cp.upstream_offset)
