@@ -236,6 +236,26 @@ def assert_exactly_once(
     return tally
 
 
+def assert_mirror_exact(source: str, target: str, topic: str, produced: int) -> str:
+    """The target's committed view equals the source's (whatever the source kept), each
+    partition in order; returns a line with the counts, the broker's own losses too."""
+    held = mirrored = 0
+    for p in range(PARTITIONS):
+        src = [(r.key, r.value) for r in committed_view(read_log(source, topic, p)).records]
+        got = [(r.key, r.value) for r in committed_view(read_log(target, f"A.{topic}", p)).records]
+        dups, lost = len(got) - len(set(got)), len(set(src) - set(got))
+        assert got == src, (
+            f"A.{topic}[{p}]: source {len(src)}, target {len(got)} records: {dups} duplicates, "
+            f"{lost} lost by the mirror"
+        )
+        held += len(src)
+        mirrored += len(got)
+    return (
+        f"produced {produced}, the source broker kept {held} ({produced - held} lost by the "
+        f"broker), the target holds {mirrored}: 0 duplicates, 0 lost by the mirror"
+    )
+
+
 def wait_caught_up(source: str, target: str, topic: str, timeout: float, why: Any) -> float:
     """Wait until the target's committed view holds as many records as the source's."""
     started = time.monotonic()
@@ -461,12 +481,6 @@ def judge_all(a: str, b: str, topic: str, watch: CheckpointWatch) -> Judgement:
 # --- 2. the source broker killed and restarted --------------------------------------------
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason="after Tansu 0.6 on S3 is killed and restarted, two runs stalled: the mirror "
-    "copied nothing more and reads of the source log did not finish (under investigation, "
-    "see the fault-suite report); not run until explained",
-)
 @pytest.mark.timeout(900)
 def test_source_broker_restarted(
     durable_cluster: Callable[[], EmbeddedCluster],
@@ -476,11 +490,17 @@ def test_source_broker_restarted(
     jobs_factory: Callable[[Path], Jobs],
 ) -> None:
     """The producer stops just before the kill and a second one writes to a second topic
-    after the restart: Tansu 0.6 on S3 killed under a producer lost acknowledged records
-    (11 of 5,192, from the middle of a partition) and in another run left a partition
-    that no fetch read past (the mirror and this test's reader both stalled), which
-    Apache Kafka with acks=all never does. The mirror is still copying when the broker
-    dies (it runs behind the producer), so the restart lands mid-stream."""
+    after the restart; the mirror is still copying when the broker dies (it runs behind
+    the producer), so the restart lands mid-stream.
+
+    Tansu 0.6 on S3, killed, is not a faithful Apache Kafka here: in one run it lost 11
+    of 5,192 acknowledged records from the middle of a partition; in two runs with
+    transactional producers, no fetch read past a partition's last stable offset after
+    the restart (the mirror and this test's reader both stalled). So the producers are
+    plain (idempotent, no transactions: other tests cover transactional sources), and
+    the mirror is judged against what the source holds after the restart: the target's
+    committed view must equal it, record for record; records the broker itself lost
+    are counted and printed, not blamed on the mirror."""
     started = time.monotonic()
     source = durable_cluster()
     a, b = source.bootstrap_servers, cluster_b.bootstrap_servers
@@ -502,7 +522,9 @@ def test_source_broker_restarted(
         },
     )
     jobs = jobs_factory(cfg)
-    first = BackgroundProducer(a, before, PARTITIONS, rate_per_partition=300, seed=2).start()
+    first = BackgroundProducer(
+        a, before, PARTITIONS, rate_per_partition=300, seed=2, transactional_share=0.0
+    ).start()
     second: BackgroundProducer | None = None
     try:
         mirror = jobs.start("mirror", "mirror")
@@ -523,7 +545,9 @@ def test_source_broker_restarted(
         source.start()  # same port, same S3 storage
         restarted = time.monotonic()
         assert source.bootstrap_servers == a
-        second = BackgroundProducer(a, after, PARTITIONS, rate_per_partition=150, seed=3).start()
+        second = BackgroundProducer(
+            a, after, PARTITIONS, rate_per_partition=150, seed=3, transactional_share=0.0
+        ).start()
         mirror_back = wait_for(
             lambda: len(mirrored_batches(mirror.stderr_path)) > batches_at_kill,
             180,
@@ -546,7 +570,7 @@ def test_source_broker_restarted(
     assert mirror.terminate() == 0, mirror.output()
     for t, producer in ((before, first), (after, second)):
         assert producer is not None
-        print(f"{t}: {assert_exactly_once(a, b, t, producer).line()}")
+        print(f"{t}: {assert_mirror_exact(a, b, t, producer.total)}")
     print(
         f"caught up {caught_up:.1f}s after the producer stopped; mirror query restarts "
         f"{restarts}; test took {time.monotonic() - started:.0f}s"

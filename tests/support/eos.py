@@ -92,6 +92,7 @@ class BackgroundProducer:
     partitions: int
     rate_per_partition: float = 800.0  # records/s, roughly
     seed: int = 0
+    transactional_share: float = 0.4  # of the rounds; 0: a plain idempotent producer only
     produced: dict[int, int] = field(default_factory=dict)
     transactions: int = 0
     error: BaseException | None = None
@@ -146,7 +147,7 @@ class BackgroundProducer:
         per_round = max(1, int(self.rate_per_partition * round_seconds))
         while not self._stop.is_set():
             started = time.monotonic()
-            transactional = rng.random() < 0.4
+            transactional = rng.random() < self.transactional_share
             if transactional:
                 txn.begin_transaction()
             for p in range(self.partitions):
