@@ -11,6 +11,7 @@ from typing import Any
 from mm.config import FlowConfig, MirrorConfig
 from mm.source.plan import MirrorPlan, NameFilter
 from mm.source.spec import FlowRuntime
+from mm.source.topic_ids import topic_ids_file
 from mm.source.topics import TopicMirrorPlanner
 
 
@@ -65,6 +66,9 @@ def planner_settings(cfg: MirrorConfig, flow: FlowConfig) -> dict[str, Any]:
         "sync_configs": flow.sync_topic_configs_enabled,
         "sync_configs_interval": flow.sync_topic_configs_interval_seconds,
         "use_defaults_from": flow.use_defaults_from,
+        # a topic deleted and recreated under its name is refused (mm.source.topic_ids)
+        "topic_ids_path": str(topic_ids_file(cfg.state_dir, flow.source, flow.target)),
+        "state_group": state_group(flow),
     }
 
 

@@ -40,9 +40,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -220,6 +221,8 @@ class TopicMirrorPlanner:
         use_defaults_from: UseDefaultsFrom,
         log: Any,
         refused: Mapping[str, str] | None = None,
+        topic_ids_path: str | None = None,
+        state_group: str = "",
     ) -> None:
         self._source = new_admin(source_admin)
         self._target = new_admin(target_admin)
@@ -238,6 +241,10 @@ class TopicMirrorPlanner:
         self.failed: dict[str, str] = {}
         # source topics never mirrored, with why (see target_collisions)
         self.refused: dict[str, str] = dict(refused or {})
+        # where the source topics' IDs are kept (mm.source.topic_ids); None: not checked
+        self._topic_ids = None if topic_ids_path is None else Path(topic_ids_path)
+        self._state_group = state_group
+        self._ids_warned = False
 
     def source_partitions(self, timeout: float = 30.0) -> dict[str, int]:
         try:
@@ -274,6 +281,7 @@ class TopicMirrorPlanner:
             if t in self.refused:
                 self.failed[t] = self.refused[t]
                 self.known.pop(t, None)
+        self._check_topic_ids([t for t in selected if t not in self.refused], timeout)
         new = [t for t in selected if t not in self.known and t not in self.failed]
         grown = [
             t for t in selected if t in self.known and partitions[t] > self.known[t].partitions
@@ -291,6 +299,65 @@ class TopicMirrorPlanner:
                     # keep mirroring: stale configs on the target are worth a warning
                     self._log.warning("topic config sync failed", error=str(exc))
         return dict(self.known)
+
+    def _check_topic_ids(self, topics: list[str], timeout: float) -> None:
+        """Refuse the topics recreated since their ID was recorded; record new ones."""
+        if self._topic_ids is None or not topics:
+            return
+        from mm.source import topic_ids
+
+        try:
+            current = self._source_topic_ids(topics, timeout)
+        except MirrorError as exc:
+            # the check needs the IDs; without them the mirror goes on (as it did before
+            # topic IDs existed) but says so, once
+            if not self._ids_warned:
+                self._ids_warned = True
+                self._log.warning(
+                    "source topic IDs not read: a topic deleted and recreated under the "
+                    "same name is not detected",
+                    error=str(exc),
+                )
+            return
+        try:
+            known = topic_ids.load(self._topic_ids)
+        except ValueError as exc:
+            raise MirrorError(str(exc)) from None
+        keep, recreated = topic_ids.compare(known, current)
+        if keep != known:
+            topic_ids.save(self._topic_ids, keep)
+        for t, (old, new) in recreated.items():
+            msg = topic_ids.recreated_message(
+                t,
+                old,
+                new,
+                source=self._source_alias,
+                target=self._target_alias,
+                target_topic=self._policy.format_remote_topic(self._source_alias, t),
+                state_group=self._state_group,
+                path=self._topic_ids,
+            )
+            if self.failed.get(t) != msg:
+                self._log.error("topic cannot be mirrored", topic=t, reason=msg)
+            self.failed[t] = msg
+            self.known.pop(t, None)
+
+    def _source_topic_ids(self, topics: list[str], timeout: float) -> dict[str, str]:
+        from confluent_kafka import TopicCollection
+
+        futures = self._source.describe_topics(TopicCollection(topics), request_timeout=timeout)
+        out: dict[str, str] = {}
+        for name, fut in futures.items():
+            try:
+                desc = fut.result(timeout)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # deleted since it was listed: the next refresh sees
+                raise wrap(exc, f"describe topic {name} on {self._source_alias}") from exc
+            if desc.topic_id is not None:
+                out[name] = str(desc.topic_id)
+        return out
 
     def seed(self, known: dict[str, MirroredTopic], failed: dict[str, str], age: float) -> None:
         """Start from another planner's refresh done ``age`` seconds ago (same flow):

@@ -24,6 +24,7 @@ The target is judged as Apache Kafka's read_committed consumers would see it
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
 import uuid
@@ -311,25 +312,45 @@ def test_lost_state_without_a_recovery_record_is_refused(
     assert after == before and len(after[0]) == 500
 
 
+@pytest.mark.parametrize("new_records", [5, 100])
 def test_source_topic_recreated_under_the_mirror(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any, new_records: int
 ) -> None:
+    """A source topic deleted and recreated between two runs is refused by its topic ID,
+    whether the new topic is shorter than the mirror's position (5 records) or already
+    past it (100: offsets alone could not tell, and records 0-59 of the new topic would
+    never be mirrored). Without the recorded IDs, the shorter case is still caught by
+    the position past the log end."""
     topic = unique_topic("recreated")
     create_topic(cluster_a.bootstrap_servers, topic, 1)
     produce_plain(cluster_a.bootstrap_servers, topic, 1, 60, "old")
     cfg = config(tmp_path, cluster_a, cluster_b, topic)
     run = run_mirror_once(cfg)
     assert run.returncode == 0, run.describe()
+    ids_file = tmp_path / "state" / "mirror" / "A-B.topic-ids.json"
+    recorded = json.loads(ids_file.read_text())
+    assert set(recorded) >= {topic}, recorded
     admin = AdminClient({"bootstrap.servers": cluster_a.bootstrap_servers})
     admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
     deadline = time.monotonic() + 30
     while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
         time.sleep(0.2)
     create_topic(cluster_a.bootstrap_servers, topic, 1)
-    produce_plain(cluster_a.bootstrap_servers, topic, 1, 5, "new")
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, new_records, "new")
     run = run_mirror_once(cfg)
     assert run.returncode == 1, run.describe()
-    assert "past the source log end 5" in run.stdout, run.describe()
-    assert "deleted and recreated" in run.stdout
+    assert f"not mirrored: {topic}: source topic {topic} on A was deleted and recreated" in (
+        run.stdout
+    ), run.describe()
+    assert f"topic ID {recorded[topic]}, now " in run.stdout and str(ids_file) in run.stdout
     target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
     assert len(target[0]) == 60 and all(v.startswith(b"old") for _, v in target[0])
+    assert json.loads(ids_file.read_text())[topic] == recorded[topic]  # still refused
+    if new_records < 60:
+        ids_file.unlink()  # state from before topic IDs were kept
+        run = run_mirror_once(cfg)
+        assert run.returncode == 1, run.describe()
+        assert "past the source log end 5" in run.stdout, run.describe()
+        assert "deleted and recreated" in run.stdout
+        target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
+        assert len(target[0]) == 60
