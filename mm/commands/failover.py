@@ -111,8 +111,9 @@ def run(args: argparse.Namespace) -> int:
     from mm.dr.failover_point_run import read_failover_point, record_failover_point
 
     # where the mirror stood, read from the target only (the source may be gone);
-    # recorded there before any group moves, and only when one will: a run that
-    # finds no selected group with checkpoints writes nothing
+    # recorded there before any group moves, also when no selected group has
+    # checkpoints: the point is the flow's (the application moved to the target), and
+    # failback needs it to quarantine what the source took afterwards
     point = read_failover_point(cfg, flow, args.timeout)
     policy = flow.policy()
     target = cfg.cluster(flow.target)
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 message=f"no checkpoints for group {g!r} in {topic} on {flow.target}",
             )
     todo = [g for g in selected if g in found]
-    recorded = not args.dry_run and bool(todo)
+    recorded = not args.dry_run
     point_topic = record_failover_point(cfg, flow, point, args.timeout) if recorded else None
     translations = {}
     for g in todo:

@@ -14,7 +14,7 @@ from mm.commands.flows import (
     select_flows,
 )
 from mm.config import load_config
-from mm.run.jobs import JOB_NAMES
+from mm.run import JOB_NAMES
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:

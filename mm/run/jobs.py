@@ -4,15 +4,16 @@ enabled flow that has it, all sharing the process's Spark session and stop event
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from mm.config import FlowConfig, MirrorConfig
+from mm.run import CHECKPOINT, HEARTBEAT, JOB_NAMES, MIRROR
 from mm.run.supervisor import Job
-from mm.source.job import SharedRun
 
-MIRROR = "mirror"
-CHECKPOINT = "checkpoint"
-HEARTBEAT = "heartbeat"
-JOB_NAMES = (MIRROR, CHECKPOINT, HEARTBEAT)
+if TYPE_CHECKING:  # the jobs' modules load Spark: only when a job runs
+    from mm.config import FlowConfig, MirrorConfig
+    from mm.source.job import SharedRun
+
+__all__ = ["CHECKPOINT", "HEARTBEAT", "JOB_NAMES", "MIRROR", "build_jobs", "plan_jobs"]
 
 
 def plan_jobs(flows: list[FlowConfig], only: list[str] | None = None) -> dict[str, list[str]]:

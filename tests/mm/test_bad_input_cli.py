@@ -421,8 +421,9 @@ def test_unknown_group_is_named_and_nothing_is_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`mm translate --group nosuch` and `mm failover --group nosuch`: exit 1 naming
-    the group and where its checkpoints were looked for; failover records no
-    failover point (no group would move), so neither cluster changes."""
+    the group and where its checkpoints were looked for; no group and no other topic
+    changes. Failover records the flow's failover point all the same (it is the flow's,
+    not the group's: failback needs it), in its own topic on the target."""
     monkeypatch.chdir(tmp_path)
     clusters = (cluster_a.bootstrap_servers, cluster_b.bootstrap_servers)
     path = tmp_path / "mm.properties"
@@ -438,11 +439,15 @@ def test_unknown_group_is_named_and_nothing_is_written(
     err = capsys.readouterr().err
     assert missing in err, err
     assert "expected a group the checkpoint job has translated" in err, err
+    assert [_cluster_state(b) for b in clusters] == before
     assert main(["failover", "-c", str(path), "--group", "nosuch", "--timeout", "10"]) == 1
     out = capsys.readouterr()
     assert missing in out.err, out.err
-    assert "not recorded: no selected group has checkpoints" in out.out, out.out
-    assert [_cluster_state(b) for b in clusters] == before
+    points = f"mm-failover-points.{s}.internal"
+    assert f"recorded in {points} on {t}" in out.out, out.out
+    (a_topics, a_groups), (b_topics, b_groups) = (_cluster_state(b) for b in clusters)
+    assert (a_topics, a_groups) == before[0] and b_groups == before[1][1]
+    assert b_topics == before[1][0] | {points}
 
 
 # cases whose test lives with the code it exercises: (case, test file, test function)

@@ -4,12 +4,15 @@ broker cannot give (it answers DescribeAcls with nothing and cannot create ACLs)
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
+import structlog
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
@@ -101,6 +104,16 @@ class FakeAdmin:
                     self.bindings.append(b)
                 out[b] = _done()
         return out
+
+
+@pytest.fixture(autouse=True)
+def _debug_events_reach_the_capture() -> Iterator[None]:
+    """The tests count debug events: an earlier test's configure_logging() may have left
+    a logger that drops them before capture_logs() sees them (order-dependent)."""
+    old = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    yield
+    structlog.configure(**old)
 
 
 def _warnings(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
