@@ -14,7 +14,6 @@ from hypothesis import settings
 
 # `support` first: importing it makes sure `mm` is the real package (see its docstring).
 from support.clusters import KafkaCluster, KafkaFactory
-from support.fault_suite import jobs_factory, own_cluster  # noqa: F401  (fault suite fixtures)
 from support.names import unique_name
 
 from mm.embedded import EmbeddedCluster
