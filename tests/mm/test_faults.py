@@ -608,7 +608,7 @@ def test_checkpoint_job_killed_10_times(
         extra={**JOB_SETTINGS, "A->B.groups": ", ".join(groups)},
     )
     jobs = jobs_factory(cfg)
-    producer = BackgroundProducer(a, topic, PARTITIONS, rate_per_partition=150, seed=seed).start()
+    producer = BackgroundProducer(a, topic, PARTITIONS, rate_per_partition=100, seed=seed).start()
     committer = GroupCommitter(a, topic, PARTITIONS, groups).start()
     watch = CheckpointWatch(b, CHECKPOINTS_TOPIC, groups, f"A.{topic}", PARTITIONS)
     first_checkpoint: list[float] = []
@@ -633,7 +633,7 @@ def test_checkpoint_job_killed_10_times(
             )
             assert not now.ahead, "\n".join(now.ahead)
             assert not watch.ahead and not watch.backwards, (watch.ahead, watch.backwards)
-            time.sleep(rng.uniform(0.0, 3.0))
+            time.sleep(rng.uniform(0.0, 2.0))
             left = job.kill()
             assert not left, f"kill {i} left processes running: {left}"
             print(

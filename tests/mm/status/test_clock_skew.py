@@ -99,14 +99,19 @@ def test_status_with_records_an_hour_ahead_and_a_month_behind(
     producer.produce(topic, b"future", partition=0, timestamp=now + HOUR_MS)
     producer.produce(topic, b"ancient", partition=1, timestamp=now - 30 * DAY_MS)
     assert producer.flush(30) == 0
+    # A under the alias SKEW: no heartbeats of other tests (SKEW.heartbeats on B is
+    # this test's own), so the only alert can come from the skew
     cfg = write_properties(
-        tmp_path / "mm.properties", {"A": a, "B": b}, {"A->B": topic}, state_dir=tmp_path / "s"
+        tmp_path / "mm.properties",
+        {"SKEW": a, "B": b},
+        {"SKEW->B": topic},
+        state_dir=tmp_path / "s",
     )
     mirrored = run_mirror_once(cfg)
     assert mirrored.returncode == 0, mirrored
     run = status(cfg, "--json", "--timeout", "20", timeout=120)
     doc = run.json()
-    flow = flow_of(doc, "A->B")
+    flow = flow_of(doc, "SKEW->B")
     future, ancient = partition_of(flow, topic, 0), partition_of(flow, topic, 1)
     # caught up: a month-old record is no lag and no age
     assert (ancient["lag"], ancient["record_age_ms"]) == (0, 0)
@@ -114,7 +119,7 @@ def test_status_with_records_an_hour_ahead_and_a_month_behind(
     # an hour ahead: clamped to 0, and said so
     assert (future["lag"], future["record_age_ms"], future["source_newest_age_ms"]) == (0, 0, 0)
     assert HOUR_MS - 60_000 < flow["clock_skew_ms"] <= HOUR_MS
-    assert flow["clock_skew_where"] == f"the newest record of {topic}[0] on A"
+    assert flow["clock_skew_where"] == f"the newest record of {topic}[0] on SKEW"
     assert [a["kind"] for a in flow["alerts"]] == ["clock_skew"], run.describe()
     assert run.returncode == 1  # an alert: not shown as healthy
     numbers = [v for p in flow["partitions"] for v in p.values() if isinstance(v, int)]
