@@ -55,7 +55,7 @@ from confluent_kafka.admin import (
 )
 from mm_client.kafka.admin import topic_created
 from mm_client.kafka.clients import new_admin
-from mm_client.kafka.errors import wrap
+from mm_client.kafka.errors import kafka_error, wrap
 from mm_client.policy import ReplicationPolicy, would_cycle
 
 from mm.errors import MirrorError
@@ -351,8 +351,8 @@ class TopicMirrorPlanner:
             try:
                 desc = fut.result(timeout)
             except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                err = kafka_error(exc)
+                if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue  # deleted since it was listed: the next refresh sees
                 raise wrap(exc, f"describe topic {name} on {self._source_alias}") from exc
             if desc.topic_id is not None:

@@ -134,19 +134,35 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> N
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(30)
 
 
+def _config(
+    tmp_path: Path,
+    a: KafkaCluster,
+    b: KafkaCluster,
+    topics: list[str],
+    extra: dict[str, str] | None = None,
+) -> Path:
+    return mirror_properties(
+        tmp_path / "mm.properties",
+        a.bootstrap_servers,
+        b.bootstrap_servers,
+        topics,
+        state_dir=tmp_path / "state",
+        extra={**SETTINGS, **(extra or {})},
+    )
+
+
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_mirror_stops_cleanly_mid_stream(
     cluster_a: KafkaCluster, cluster_b: KafkaCluster, unique_topic: Any, tmp_path: Path, how: str
 ) -> None:
     topic = unique_topic("stop")
     create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
-    config = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
+    config = _config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
         [topic],
-        state_dir=tmp_path / "state",
-        extra={**SETTINGS, "mm.mirror.max.records.per.partition.per.batch": "20000"},
+        {"mm.mirror.max.records.per.partition.per.batch": "20000"},
     )
     # A backlog, then records keep coming: micro-batches of up to 3 x 20,000 records
     # one after another, so the signal lands in the middle of one (the case that
@@ -189,14 +205,7 @@ def test_checkpoint_stops_cleanly(
 ) -> None:
     topic = unique_topic("stopck")
     create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
-    config = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
-        [topic],
-        state_dir=tmp_path / "state",
-        extra=SETTINGS,
-    )
+    config = _config(tmp_path, cluster_a, cluster_b, [topic])
     producer = BackgroundProducer(cluster_a.bootstrap_servers, topic, PARTITIONS).start()
     time.sleep(1.0)
     producer.stop()
@@ -220,14 +229,7 @@ def test_checkpoint_stops_cleanly(
 def test_heartbeat_stops_cleanly_on_ctrl_c(
     cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
 ) -> None:
-    config = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
-        ["none"],
-        state_dir=tmp_path / "state",
-        extra=SETTINGS,
-    )
+    config = _config(tmp_path, cluster_a, cluster_b, ["none"])
     job = Job(config, "heartbeat")
     try:
         job.wait_for("heartbeats starting")
@@ -250,14 +252,7 @@ def test_run_stops_cleanly_mid_stream(
     flowing: one "run stopped on request" line, exit 0, one summary line per job."""
     topic = unique_topic("stoprun")
     create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
-    config = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
-        [topic],
-        state_dir=tmp_path / "state",
-        extra=SETTINGS,
-    )
+    config = _config(tmp_path, cluster_a, cluster_b, [topic])
     producer = BackgroundProducer(
         cluster_a.bootstrap_servers, topic, PARTITIONS, rate_per_partition=2000
     ).start()

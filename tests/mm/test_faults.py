@@ -72,9 +72,7 @@ class Jobs:
         self.all: list[Job] = []
 
     def start(self, name: str, command: str, *args: str) -> Job:
-        job = Job(
-            self.log_dir, name, command, "-c", str(self.config), *args, cwd=self.config.parent
-        )
+        job = Job(self.log_dir, name, command, self.config, *args)
         self.all.append(job)
         return job
 
@@ -300,6 +298,21 @@ def final_checkpoints_exact(
     return newest.exact == newest.checked
 
 
+def wait_settled(
+    a: str, b: str, topic: str, watch: CheckpointWatch, committer: GroupCommitter, why: Any
+) -> float:
+    """Once the load stopped: wait for the target to catch up, then for exact checkpoints
+    of the groups' final offsets; returns the seconds the catching up took."""
+    caught_up = wait_caught_up(a, b, topic, 180, why)
+    wait_for(
+        lambda: final_checkpoints_exact(a, b, topic, watch, committer),
+        120,
+        "exact checkpoints of the groups' final offsets",
+        why,
+    )
+    return caught_up
+
+
 def _groups(unique_group: Callable[..., str]) -> dict[str, int]:
     # lag 0: at the log end, ahead of the mirror most of the time; 150: a group behind
     return {unique_group("live"): 0, unique_group("slow"): 150}
@@ -417,13 +430,7 @@ def test_target_broker_frozen_20s(
         producer.stop()
         committer.stop()
     try:
-        caught_up = wait_caught_up(a, b, topic, 180, why)
-        wait_for(
-            lambda: final_checkpoints_exact(a, b, topic, watch, committer),
-            120,
-            "exact checkpoints of the groups' final offsets",
-            why,
-        )
+        caught_up = wait_settled(a, b, topic, watch, committer, why)
         for job in running:
             assert job.running(), f"{job.name} exited by itself:\n{job.output()}"
         restarts = len(log_events(mirror.stderr_path, "mirror query failed; restarting"))
@@ -646,13 +653,7 @@ def test_checkpoint_job_killed_10_times(
         producer.stop()
         committer.stop()
     try:
-        caught_up = wait_caught_up(a, b, topic, 180, why)
-        wait_for(
-            lambda: final_checkpoints_exact(a, b, topic, watch, committer),
-            120,
-            "exact checkpoints of the groups' final offsets",
-            why,
-        )
+        caught_up = wait_settled(a, b, topic, watch, committer, why)
         for job in (mirror, final):
             assert job.terminate() == 0, job.output()
     finally:

@@ -300,7 +300,7 @@ def tree_description(procs: Iterable[Proc]) -> str:
 
 class MirrorProcess:
     """`mm mirror -c config [args]` (or another long-running ``command``: `mm run`) in its
-    own session, stdout and stderr in files."""
+    own session, stdout and stderr in files (``<name>.stdout``, ``<name>.stderr``)."""
 
     def __init__(
         self,
@@ -309,10 +309,11 @@ class MirrorProcess:
         *args: str,
         env: Mapping[str, str] | None = None,
         command: str = "mirror",
+        name: str = "mirror",
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.stdout_path = log_dir / "mirror.stdout"
-        self.stderr_path = log_dir / "mirror.stderr"
+        self.stdout_path = log_dir / f"{name}.stdout"
+        self.stderr_path = log_dir / f"{name}.stderr"
         env = dict(os.environ)
         env.update(
             {

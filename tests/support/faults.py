@@ -15,7 +15,6 @@ import bisect
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -34,39 +33,21 @@ from mm_client.errors import RecordDecodeError
 from mm_client.records import Checkpoint
 
 from mm.kafka.rawlog import Connection, committed_view, fetch, read_log
-from support.eos import Proc, kill_groups, process_tree, wait_all_gone
-from support.mirror import mm_env
+from support.eos import MirrorProcess, Proc, kill_groups, process_tree, wait_all_gone
 
 
-class Job:
-    """`mm <args>` running in its own session, stdout and stderr in files."""
+class Job(MirrorProcess):
+    """`mm <command> -c config [args]` running in its own session (see MirrorProcess),
+    with a name for its log files and what it printed, and ways to stop it."""
 
-    def __init__(self, log_dir: Path, name: str, *args: str, cwd: Path) -> None:
-        log_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, log_dir: Path, name: str, command: str, config: Path, *args: str) -> None:
         self.name = name
-        self.stdout_path = log_dir / f"{name}.stdout"
-        self.stderr_path = log_dir / f"{name}.stderr"
         self.started = time.monotonic()
         self.started_ms = time.time_ns() // 1_000_000
-        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mm", *args],
-                cwd=cwd,
-                env=mm_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-
-    def running(self) -> bool:
-        return self.proc.poll() is None
+        super().__init__(config, log_dir, *args, command=command, name=name)
 
     def output(self, tail: int = 6000) -> str:
-        text = self.stdout_path.read_text(errors="replace") + self.stderr_path.read_text(
-            errors="replace"
-        )
-        return f"--- {self.name} (exit {self.proc.poll()})\n{text[-tail:]}"
+        return f"--- {self.name} (exit {self.proc.poll()})\n{super().output()[-tail:]}"
 
     def kill(self) -> list[Proc]:
         """kill -9 every process of the job (the PySpark daemon has a group of its own);
