@@ -15,6 +15,7 @@ mirrored is counted, never hidden.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -24,6 +25,7 @@ from mm_client.kafka.pool import ClientPool
 from mm_client.records import TXN_FIRST_HEADER, OffsetSync
 from mm_client.translation import translate_offset
 
+from mm.source import task
 from mm.source.spec import RangeSpec
 from mm.source.task import PartitionStoppedError, RecordTooLargeError, mirror_range, read_state
 from tests.support.fake_kafka import (
@@ -33,6 +35,7 @@ from tests.support.fake_kafka import (
     TARGET_TOPIC,
     TOPIC,
     FakeCluster,
+    FakeProducer,
     Rec,
     build_source,
     fake_clients,
@@ -296,3 +299,37 @@ def test_a_position_past_the_source_end_stops_the_partition() -> None:
             clients=fake_clients(source, target, TARGET),
         )
     assert target.log(TARGET_TOPIC, 0).committed() == []
+
+
+def test_syncs_lost_with_a_killed_worker_are_written_again_from_the_commit_metadata() -> None:
+    """Syncs on the source: a worker killed after a commit but before that transaction's
+    syncs reached the source leaves them only in the commit's metadata (Apache Kafka
+    keeps it; Tansu does not, so no broker test can show this). The next worker writes
+    them again before it mirrors more, so the first transaction's offsets translate
+    exactly instead of to an older sync."""
+    entries: list[Rec | None] = [Rec(b"k", payload(3, i), (), i) for i in range(6)]
+    source = build_source(entries, 0, [5000])
+    target = FakeCluster("B")
+    rt = runtime()
+    clients = fake_clients(source, target, TARGET)
+    never_acknowledged = FakeCluster("lost")  # where the killed worker's syncs went
+    killed = dataclasses.replace(
+        clients, sync_producer=lambda conf: FakeProducer(never_acknowledged, conf)
+    )
+    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 6, LIMIT), clients=killed)
+    assert target.log(TARGET_TOPIC, 0).committed(), "the first transaction committed"
+    assert not source.log(SYNCS, 0).committed(), "and none of its syncs reached the source"
+    assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][1], "its syncs are in the metadata"
+
+    task._SYNCS_WRITTEN.clear()  # the worker process died with what it knew
+    for i in range(6, 9):
+        source.log(TOPIC, 0).append(Rec(b"k", payload(3, i), (), i), "committed")
+    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 6, 9, LIMIT), clients=clients)
+
+    ups, downs, _ = synced_pairs(source)
+    tgt = target.log(TARGET_TOPIC, 0).committed()
+    src = source.log(TOPIC, 0).committed()
+    assert [r for _, r in tgt] == [r for _, r in src]
+    placed = {u: d for (u, _), (d, _) in zip(src, tgt, strict=True)}
+    assert 0 in ups, f"the first transaction's syncs were not written again: {ups}"
+    assert all(placed[u] == d for u, d in zip(ups, downs, strict=True)), (ups, downs)
