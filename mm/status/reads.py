@@ -11,6 +11,7 @@ targets end with a commit marker) is found by stepping back from the end.
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -189,7 +190,19 @@ def group_offsets(
 ) -> dict[str, dict[Key, int]]:
     """Committed offsets of ``groups`` (a group without any is left out)."""
     out: dict[str, dict[Key, int]] = {}
-    read = committed_offsets(new_admin(admin_conf), groups, timeout, where)
+    admin = new_admin(admin_conf)
+    try:
+        read = committed_offsets(admin, groups, timeout, where)
+    except Exception as exc:
+        # librdkafka 2.16 aborts the process (assertion eonce->refcnt > 0) when a client
+        # whose group-offsets request timed out is still alive when the broker answers
+        # again (reproduced: a broker paused, then resumed); the frames of the error and
+        # of its causes would keep it alive until the cyclic GC runs: release them, and
+        # the client is destroyed now
+        _release_frames(exc)
+        raise
+    finally:
+        del admin
     for g, tps in read.items():
         offsets = {
             (tp.topic, tp.partition): tp.offset
@@ -199,3 +212,12 @@ def group_offsets(
         if offsets:
             out[g] = offsets
     return out
+
+
+def _release_frames(exc: BaseException | None) -> None:
+    """Clear the locals of the finished frames behind ``exc`` and its causes."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
