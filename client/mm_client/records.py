@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Self
 
@@ -52,10 +53,12 @@ from mm_client.wire import (
 __all__ = [
     "CHECKPOINT_VERSION",
     "HEARTBEAT_VERSION",
+    "SYNC_WRITER_HEADER",
     "TXN_FIRST_HEADER",
     "Checkpoint",
     "Heartbeat",
     "OffsetSync",
+    "sync_flags",
 ]
 
 # Value schema version MM2 writes today for versioned records.
@@ -67,6 +70,33 @@ HEARTBEAT_VERSION: Final = 0
 # marker) can have equal widths, which the (upstream, downstream) pairs alone
 # cannot tell from one run of records; the header tells. MM2 readers ignore it.
 TXN_FIRST_HEADER: Final = "mm.txn.first"
+
+# Header on every offset sync this mirror writes (since the header was introduced):
+# the id of the mirror transaction whose record it names (ASCII). It says the sync
+# follows the mirror's run rule (a sync for the first and last record of every run
+# of consecutively mirrored records, see mm.source.runs), so the stretch between
+# two such syncs translates exactly. A sync without it (MirrorMaker 2's, another
+# writer's, an older mirror's) is read by MM2's conservative rule: exact at the
+# sync, one past its downstream offset after it. MM2 readers ignore the header.
+SYNC_WRITER_HEADER: Final = "mm.sync"
+
+
+def sync_flags(
+    headers: Sequence[tuple[str, bytes | str | None]] | None,
+) -> tuple[bool, str | None]:
+    """An offset sync record's (txn_first, writer) from its headers: whether it opens
+    a mirror transaction, and the transaction id when mm wrote it (None otherwise,
+    also for a value that is not a short ASCII id)."""
+    first, writer = False, None
+    for k, v in headers or ():
+        if isinstance(v, str):
+            v = v.encode()
+        if k == TXN_FIRST_HEADER and v == b"1":
+            first = True
+        elif k == SYNC_WRITER_HEADER and v and len(v) <= 64 and v.isascii():
+            writer = v.decode("ascii")
+    return first, writer
+
 
 # Two INT64 offsets in a row (OffsetSync value; the middle of a Checkpoint value).
 _TWO_INT64: Final = struct.Struct(">qq")

@@ -304,7 +304,9 @@ class FlowCheckpointer:
                     corrupt_total=self.stats.corrupt,
                 )
                 continue
-            store.add_sync(r.topic, r.partition, r.upstream, r.downstream, bool(r.txn_first))
+            store.add_sync(
+                r.topic, r.partition, r.upstream, r.downstream, bool(r.txn_first), r.writer
+            )
             fed += 1
         self.stats.syncs += fed
         if gaps:
@@ -531,7 +533,7 @@ class FlowCheckpointer:
                 # the mirror's last transaction's syncs (written to the source after
                 # its commit): closes the window in which the position is newer.
                 # Held aside: syncs before them may not have been read yet
-                store.set_pending(source_topic, tp.partition, state[1])
+                store.set_pending(source_topic, tp.partition, state[1], state[0])
             h = store.history(source_topic, tp.partition)
             if h is None or h.position != tp.offset:
                 store.set_position(source_topic, tp.partition, tp.offset)
@@ -571,9 +573,10 @@ class FlowCheckpointer:
                     untranslated += 1
                     continue
                 translated = found.offset
+                bound = store.bound(topic, partition, go.offset)
                 if not found.exact:
                     inexact[g] = inexact.get(g, 0) + 1
-                if rules.is_backwards(last, go.offset, translated):
+                if rules.is_backwards(last, go.offset, translated, bound):
                     backwards += 1
                     if (key, translated) in self._warned_backwards:
                         continue
@@ -589,7 +592,7 @@ class FlowCheckpointer:
                         last_downstream=last.downstream_offset if last else None,
                     )
                     continue
-                cp = rules.next_checkpoint(g, target_topic, partition, go, translated, last)
+                cp = rules.next_checkpoint(g, target_topic, partition, go, translated, last, bound)
                 if cp is not None:
                     todo.append(cp)
         self.stats.untranslated = untranslated

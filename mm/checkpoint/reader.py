@@ -6,8 +6,10 @@ new data, and ``read`` (stateless, runs in a Python worker, builds its own
 consumer) yields one row per record: the decoded sync, or, for a record that
 does not decode, a row whose ``error`` says why (the driver counts and logs it;
 the job keeps running). ``txn_first`` is the mirror's ``mm.txn.first`` header
-(the sync starts a mirror transaction; see :mod:`mm_client.translation`); rows
-carry the record's offset so the driver can see gaps in the topic.
+(the sync starts a mirror transaction), ``writer`` its ``mm.sync`` header (the
+mirror transaction's id; null for syncs mm did not write: see
+:mod:`mm_client.translation`); rows carry the record's offset so the driver can
+see gaps in the topic.
 
 End offsets come from a real fetch's high watermark (:mod:`mm.kafka.watermarks`):
 Tansu's ListOffsets(latest) under-reports the log end, which would leave the
@@ -41,10 +43,12 @@ OPTION_MAX_PER_BATCH = "max.syncs.per.batch"
 
 SYNC_ROW_SCHEMA = (
     "topic string, partition int, upstream long, downstream long, offset long, error string, "
-    "syncs_partition int, txn_first boolean"
+    "syncs_partition int, txn_first boolean, writer string"
 )
 
-SyncRow = tuple[str | None, int | None, int | None, int | None, int, str | None, int, bool | None]
+SyncRow = tuple[
+    str | None, int | None, int | None, int | None, int, str | None, int, bool | None, str | None
+]
 
 
 def offset_key(topic: str, partition: int) -> str:
@@ -65,13 +69,13 @@ def decode_row(
 ) -> SyncRow:
     """One offset-syncs record as a row; a record that does not decode gets ``error``."""
     from mm_client.errors import RecordDecodeError
-    from mm_client.records import TXN_FIRST_HEADER, OffsetSync
+    from mm_client.records import OffsetSync, sync_flags
 
     try:
         s = OffsetSync.from_bytes(key, value)
     except RecordDecodeError as exc:
-        return (None, None, None, None, offset, str(exc), syncs_partition, None)
-    first = any(k == TXN_FIRST_HEADER and v == b"1" for k, v in headers or ())
+        return (None, None, None, None, offset, str(exc), syncs_partition, None, None)
+    first, writer = sync_flags(headers)
     return (
         s.topic,
         s.partition,
@@ -81,6 +85,7 @@ def decode_row(
         None,
         syncs_partition,
         first,
+        writer,
     )
 
 

@@ -5,10 +5,15 @@ Checkpoints (per group and partition):
 * **never ahead of the mirror**: a checkpoint is only built from an answer of
   :meth:`OffsetSyncStore.translate`, which is None for an offset the mirror has
   not passed; then nothing newer is emitted for that partition;
-* **never backwards**: a translation below the last emitted downstream offset
-  is emitted only when the group itself moved backwards on the source (its
-  committed offset is below the last emitted upstream offset); otherwise (a
-  re-mirrored target, stale history) the last checkpoint stands;
+* **never backwards, unless the last one is ahead**: a translation below the
+  last emitted downstream offset is emitted when the group itself moved
+  backwards on the source (its committed offset is below the last emitted
+  upstream offset), or when the history now proves the last checkpoint ahead:
+  its downstream offset is above the highest the exact translation of the
+  group's offset can be (``bound``, :meth:`mm.checkpoint.store.PartitionHistory.bound`;
+  a target topic deleted and mirrored again, a checkpoint an older version or
+  another writer's history put too far). Otherwise (a conservative translation
+  of a stretch the last checkpoint translated exactly) the last one stands;
 * **only when changed**: the same (upstream, downstream, metadata) is not
   written twice.
 
@@ -37,8 +42,17 @@ class GroupOffset:
     metadata: str = ""
 
 
-def should_emit(last: Checkpoint | None, upstream: int, downstream: int, metadata: str) -> bool:
-    """May a checkpoint (upstream, downstream, metadata) follow ``last`` for its key?"""
+def should_emit(
+    last: Checkpoint | None,
+    upstream: int,
+    downstream: int,
+    metadata: str,
+    bound: int | None = None,
+) -> bool:
+    """May a checkpoint (upstream, downstream, metadata) follow ``last`` for its key?
+
+    ``bound``: the highest the exact translation of ``upstream`` can be (None: unknown).
+    """
     if last is None:
         return True
     if (last.upstream_offset, last.downstream_offset, last.metadata) == (
@@ -48,9 +62,14 @@ def should_emit(last: Checkpoint | None, upstream: int, downstream: int, metadat
     ):
         return False
     if downstream < last.downstream_offset:
-        # backwards only when the group went backwards on the source
-        return upstream < last.upstream_offset
+        # backwards only when the group went backwards on the source, or the last
+        # checkpoint is proven ahead
+        return upstream < last.upstream_offset or _proven_ahead(last, bound)
     return True
+
+
+def _proven_ahead(last: Checkpoint, bound: int | None) -> bool:
+    return bound is not None and last.downstream_offset > bound
 
 
 def next_checkpoint(
@@ -60,24 +79,28 @@ def next_checkpoint(
     committed: GroupOffset,
     translated: int | None,
     last: Checkpoint | None,
+    bound: int | None = None,
 ) -> Checkpoint | None:
     """The checkpoint to emit now for one group partition, or None."""
     if translated is None or committed.offset < 0:
         return None
-    if not should_emit(last, committed.offset, translated, committed.metadata):
+    if not should_emit(last, committed.offset, translated, committed.metadata, bound):
         return None
     return Checkpoint(
         group, target_topic, partition, committed.offset, translated, committed.metadata
     )
 
 
-def is_backwards(last: Checkpoint | None, upstream: int, translated: int | None) -> bool:
+def is_backwards(
+    last: Checkpoint | None, upstream: int, translated: int | None, bound: int | None = None
+) -> bool:
     """True when a translation was withheld because it would move a checkpoint back."""
     return (
         last is not None
         and translated is not None
         and translated < last.downstream_offset
         and upstream >= last.upstream_offset
+        and not _proven_ahead(last, bound)
     )
 
 

@@ -14,8 +14,10 @@ it read was complete. Re-reading the offset-syncs topic instead works only as
 far as the topic still holds every sync: an MM2-style compacted topic keeps just
 the newest sync per partition once a segment rolls (see ``docs/offset-syncs.md``).
 
-Format 2 adds the flags; format 1 files still load, with every interval taken
-as not known complete (:meth:`OffsetSyncStore.from_json`).
+Format 2 adds the flags, format 3 each sync's writer; format 1 files still load,
+with every interval taken as not known complete, and formats 1 and 2 with every
+writer unknown, so their history is read conservatively
+(:meth:`OffsetSyncStore.from_json`).
 
 ``report.json`` beside it is the job's small status report (:class:`Report`:
 holes in the history, conservative translations of the last round, the
@@ -32,8 +34,8 @@ from typing import Any
 from mm.checkpoint.store import OffsetSyncStore
 from mm.errors import MirrorError
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 FILE_NAME = "store.json"
 REPORT_FILE_NAME = "report.json"
 

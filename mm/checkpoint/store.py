@@ -5,17 +5,29 @@ mirror's position, then asks it to translate group offsets.
 
 Invariants, per source partition:
 
-* syncs are kept sorted with strictly increasing upstream offsets, each with two
+* syncs are kept sorted with strictly increasing upstream offsets and
+  increasing downstream offsets, each with its writer (the mirror transaction
+  id of a sync mm wrote under its run rule, from the ``mm.sync`` header; None
+  for any other writer: MirrorMaker 2, an unknown one, an older mirror) and two
   flags: ``txn_first`` (it is the first sync of a mirror transaction, from the
-  ``mm.txn.first`` header; False when unknown, which is always safe, see
-  :mod:`mm_client.translation`) and ``complete`` (every sync the mirror wrote
-  between the previous kept sync and this one is known, so the interval
-  translates exactly);
-* a sync for an upstream offset already present replaces it when its
-  downstream offset differs, and everything after it is dropped (the target was
-  re-mirrored from there, so later pairs are stale; the interval before the new
-  pair is not complete); an identical pair is ignored except that it may add a
-  ``txn_first`` flag (the mirror re-writes a transaction's syncs after a crash);
+  ``mm.txn.first`` header) and ``complete`` (every sync written between the
+  previous kept sync and this one is known);
+* **provenance**: an interval translates exactly only when it is complete and
+  both its syncs are mm's (:mod:`mm_client.translation` says why); any other
+  interval, and the stretch past a last sync that is not mm's, by MM2's rule:
+  exact at the sync, ``sd + 1`` after it (never ahead);
+* a sync is news unless it repeats a kept one exactly, writer included (the
+  mirror re-writes a transaction's syncs after a crash; the repeat may add a
+  ``txn_first`` flag). Any other sync at or below the newest kept upstream
+  offset is a **rewind**: the target was mirrored again from there (a deleted
+  target topic mirrored anew, a reset position, another writer). Everything
+  kept at or after its upstream offset, and everything whose downstream offset
+  is not below its own, describes a target that is no longer there and is
+  dropped; the interval before it is not complete. A sync past the newest one
+  whose downstream offset is not past the newest downstream offset (the target
+  topic was replaced) drops the whole history the same way. A repeated pair of
+  a writer that names no transaction cannot be told from a re-mirror that
+  happened to land on the same offsets, so it rewinds too (conservative);
 * holes: the reader of the offset-syncs topic calls :meth:`OffsetSyncStore.mark_hole`
   when syncs may be missing (an offset gap where the writer leaves none: the
   topic was compacted, or retention deleted records before they were read).
@@ -30,11 +42,12 @@ Invariants, per source partition:
 * :meth:`PartitionHistory.lookup` answers only for offsets the mirror has
   passed: U must be at or below the mirror's position (the next source offset
   it will mirror), and at or above the oldest kept sync; otherwise None, so a
-  checkpoint is never ahead of what the target holds. Inside a complete
-  interval (or at a sync) the answer is exact; strictly inside an interval that
-  is not complete, between syncs (su, sd) and (nu, nd), it is ``sd + 1``: never
-  ahead (every record mirrored after s is at or after sd + 1) and exact only
-  when ``nd == sd + 1``; the answer says which (``Translation.exact``);
+  checkpoint is never ahead of what the target holds. Where the interval is
+  exact (see provenance) or at a sync the answer is exact; elsewhere, between
+  syncs (su, sd) and (nu, nd), it is ``sd + 1``: never ahead (every record
+  mirrored after s is at or after sd + 1) and exact only when ``nd == sd + 1``;
+  the answer says which (``Translation.exact``), and :meth:`PartitionHistory.bound`
+  gives the highest the exact answer can be (a checkpoint above it is ahead);
 * :meth:`PartitionHistory.prune` drops history below a bound but keeps the
   newest sync at or below it, so the bound itself stays translatable. Memory is
   therefore O(runs between the lowest tracked group offset and the head), i.e.
@@ -47,7 +60,9 @@ Invariants, per source partition:
 store into plain JSON-able data and back (the checkpoint job snapshots it);
 ``pending`` is not kept (the job re-reads the commit metadata every round).
 Data without the flags (snapshot format 1) loads with every interval not
-complete: nothing recorded how that history was read.
+complete; data without writers (formats 1 and 2, written before syncs named
+their writer) loads with every sync's writer unknown: that history is read by
+MM2's rule, behind rather than ahead, until newer syncs cover the groups.
 """
 
 from __future__ import annotations
@@ -58,7 +73,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-from mm_client.translation import translate_offset
+from mm_client.translation import follows_runs, translate_offset
 
 
 class Translation(NamedTuple):
@@ -85,6 +100,10 @@ class PartitionHistory:
     hole_next: bool = False
     # the mirror's last transaction from its commit metadata (not persisted)
     pending: list[tuple[int, int]] = field(default_factory=list)
+    # per sync: the mirror transaction id of a sync mm wrote, None for other writers
+    writers: list[str | None] = field(default_factory=list)
+    # the pending transaction's id (None: unknown)
+    pending_writer: str | None = None
 
     def __post_init__(self) -> None:
         n = len(self.upstreams)
@@ -92,43 +111,71 @@ class PartitionHistory:
             self.txn_first = [False] * n
         if not self.complete:
             self.complete = [True] * n
+        if not self.writers:
+            self.writers = [None] * n
 
-    def add(self, upstream: int, downstream: int, txn_first: bool = False) -> None:
+    def add(
+        self, upstream: int, downstream: int, txn_first: bool = False, writer: str | None = None
+    ) -> None:
         if upstream < self.floor:
             return  # history already pruned away: a replay, not news
-        ups = self.upstreams
+        ups, downs = self.upstreams, self.downstreams
         if not ups or upstream > ups[-1]:
-            self._append(upstream, downstream, txn_first, not self.hole_next)
+            if ups and downstream <= downs[-1]:
+                # the target went backwards: a new target topic, mirrored again
+                self._drop_from(0)
+                self._append(upstream, downstream, txn_first, False, writer)
+                return
+            self._append(upstream, downstream, txn_first, not self.hole_next, writer)
             return
         i = bisect_left(ups, upstream)
-        if i < len(ups) and ups[i] == upstream and self.downstreams[i] == downstream:
+        if (
+            i < len(ups)
+            and ups[i] == upstream
+            and downs[i] == downstream
+            and writer is not None
+            and self.writers[i] == writer
+        ):
             self.txn_first[i] = self.txn_first[i] or txn_first
             return  # a re-written sync we already have
-        # a rewind: the target was re-mirrored from `upstream`; drop what follows
-        del ups[i:]
+        # a rewind: the target was mirrored again from `upstream`; what follows it,
+        # and what names target offsets at or past its own, is stale
+        self._drop_from(min(i, bisect_left(downs, downstream, hi=i)))
+        self._append(upstream, downstream, txn_first, False, writer)
+
+    def _drop_from(self, i: int) -> None:
+        del self.upstreams[i:]
         del self.downstreams[i:]
         del self.txn_first[i:]
         del self.complete[i:]
-        self._append(upstream, downstream, txn_first, False)
+        del self.writers[i:]
 
-    def _append(self, upstream: int, downstream: int, txn_first: bool, complete: bool) -> None:
+    def _append(
+        self, upstream: int, downstream: int, txn_first: bool, complete: bool, writer: str | None
+    ) -> None:
         self.upstreams.append(upstream)
         self.downstreams.append(downstream)
         self.txn_first.append(txn_first)
         self.complete.append(complete)
+        self.writers.append(writer)
         self.hole_next = False
         if self.pending and upstream >= self.pending[0][0]:
             self.pending = []  # the topic reached the pending transaction
+            self.pending_writer = None
 
     def mark_hole(self) -> None:
         """Syncs may be missing between the newest kept sync and the next new one."""
         if self.upstreams:
             self.hole_next = True
 
-    def set_pending(self, syncs: list[tuple[int, int]]) -> None:
-        """The syncs of the mirror's last transaction (from its commit metadata)."""
+    def set_pending(self, syncs: list[tuple[int, int]], writer: str | None = None) -> None:
+        """The syncs of the mirror's last transaction (from its commit metadata) and
+        that transaction's id."""
         newest = self.upstreams[-1] if self.upstreams else -1
-        self.pending = list(syncs) if syncs and syncs[-1][0] > newest else []
+        if syncs and syncs[-1][0] > newest:
+            self.pending, self.pending_writer = list(syncs), writer
+        else:
+            self.pending, self.pending_writer = [], None
 
     @property
     def holes(self) -> int:
@@ -148,15 +195,27 @@ class PartitionHistory:
             return [], False
         newest = (self.upstreams[-1], self.downstreams[-1]) if self.upstreams else None
         k = bisect_right([u for u, _ in self.pending], newest[0] if newest else -1)
-        return self.pending[k:], k > 0 and self.pending[k - 1] == newest
+        joined = (
+            k > 0
+            and self.pending[k - 1] == newest
+            and self.pending_writer is not None
+            and self.writers[-1] == self.pending_writer
+        )
+        return self.pending[k:], joined
 
-    def all_syncs(self) -> tuple[list[int], list[int], list[bool], list[bool]]:
+    def all_syncs(
+        self,
+    ) -> tuple[list[int], list[int], list[bool], list[bool], list[str | None]]:
         """Every known sync, the pending tail included: (upstreams, downstreams,
-        txn_first, complete), as :meth:`lookup` reads them (failback reads them
-        backwards, from a target offset)."""
+        txn_first, complete, writers), as :meth:`lookup` reads them (failback reads
+        them backwards, from a target offset)."""
         tail, joined = self._tail()
         ups, downs = list(self.upstreams), list(self.downstreams)
         first, complete = list(self.txn_first), list(self.complete)
+        writers = list(self.writers)
+        # the pending transaction's syncs are mm's own (its commit metadata); an
+        # unknown id still stands for one transaction
+        tail_writer = self.pending_writer or "pending"
         for k, (u, d) in enumerate(tail):
             ups.append(u)
             downs.append(d)
@@ -164,40 +223,62 @@ class PartitionHistory:
             # in it; the interval before it is known only when it is
             first.append(k == 0 and not joined)
             complete.append(k > 0 or joined or not self.upstreams)
-        return ups, downs, first, complete
+            writers.append(tail_writer)
+        return ups, downs, first, complete, writers
 
     def translate(self, upstream: int) -> int | None:
         t = self.lookup(upstream)
         return None if t is None else t.offset
 
+    def _limit(self) -> int:
+        return self.position if self.position >= 0 else self.last_mirrored + 1
+
     def lookup(self, upstream: int) -> Translation | None:
         """The translation of ``upstream`` and whether it is exact (see the invariants)."""
+        got = self._lookup(upstream)
+        return None if got is None else got[0]
+
+    def bound(self, upstream: int) -> int | None:
+        """The highest the exact translation of ``upstream`` can be, from this history;
+        None when it gives no bound (no answer, or the records past a sync that is
+        not mm's are unknown). A checkpoint above it is ahead."""
+        got = self._lookup(upstream)
+        return None if got is None else got[1]
+
+    def _lookup(self, upstream: int) -> tuple[Translation, int | None] | None:
         ups, downs = self.upstreams, self.downstreams
         tail, joined = self._tail()
         oldest = ups[0] if ups else (tail[0][0] if tail else None)
         if oldest is None or upstream < oldest:
             return None
-        limit = self.position if self.position >= 0 else self.last_mirrored + 1
-        if upstream > limit:
+        if upstream > self._limit():
             return None  # the mirror has not got there yet
         i = bisect_right(ups, upstream) - 1
+        if i >= 0 and upstream == ups[i]:
+            return _known(downs[i])
         if i + 1 < len(ups):
-            if self.complete[i + 1] or upstream == ups[i]:
-                return _exact(ups, downs, upstream, self.txn_first)
+            if self.complete[i + 1] and follows_runs(self.writers, i, i + 1):
+                return _known(_exact(ups, downs, upstream, self.txn_first, self.writers))
             return _untrusted(downs[i], downs[i + 1])
         if tail and upstream >= tail[0][0]:
             # one transaction: equal widths inside it always mean one run
-            return _exact([u for u, _ in tail], [d for _, d in tail], upstream, None)
+            t_ups, t_downs = [u for u, _ in tail], [d for _, d in tail]
+            return _known(_exact(t_ups, t_downs, upstream, None, ["pending"] * len(tail)))
         if i < 0:  # unreachable: upstream >= oldest
             return None
         su, sd = ups[i], downs[i]
-        if tail and upstream != su:
+        if tail:
             nu, nd = tail[0]
             if not joined:
                 return _untrusted(sd, nd)
             # the newest topic sync and tail[0] are in one transaction
-            return _exact([su, nu], [sd, nd], upstream, None)
-        return _exact(ups, downs, upstream, self.txn_first)
+            return _known(_exact([su, nu], [sd, nd], upstream, None, ["pending"] * 2))
+        if self.writers[i] is not None:
+            # mm's newest sync ends its run: U is in a gap or the next record to mirror
+            return _known(sd + 1)
+        # past another writer's sync: it mirrored on without a sync we have
+        exact = self._limit() == su + 1
+        return Translation(sd + 1, exact), (sd + 1 if exact else None)
 
     def prune(self, below: int) -> int:
         """Forget syncs no longer needed for offsets >= ``below``; returns how many."""
@@ -209,22 +290,32 @@ class PartitionHistory:
         del self.downstreams[:i]
         del self.txn_first[:i]
         del self.complete[:i]
+        del self.writers[:i]
         self.floor = self.upstreams[0]
         return i
 
 
+def _known(offset: int) -> tuple[Translation, int | None]:
+    return Translation(offset, True), offset
+
+
 def _exact(
-    ups: list[int], downs: list[int], upstream: int, txn_first: list[bool] | None
-) -> Translation:
-    got = translate_offset(ups, downs, upstream, txn_first)
+    ups: list[int],
+    downs: list[int],
+    upstream: int,
+    txn_first: list[bool] | None,
+    writers: list[str | None],
+) -> int:
+    got = translate_offset(ups, downs, upstream, txn_first, writers)
     assert got is not None  # callers checked upstream >= ups[0]
-    return Translation(got, True)
+    return got
 
 
-def _untrusted(sd: int, nd: int) -> Translation:
-    # syncs may be missing between the two: every record mirrored after s is at
-    # or after sd + 1, the exact answer is somewhere in [sd + 1, nd]
-    return Translation(sd + 1, nd == sd + 1)
+def _untrusted(sd: int, nd: int) -> tuple[Translation, int | None]:
+    # syncs may be missing between the two, or another writer mirrored between them
+    # without one per run: every record mirrored after s is at or after sd + 1, the
+    # exact answer is somewhere in [sd + 1, nd]
+    return Translation(sd + 1, nd == sd + 1), nd
 
 
 @dataclass
@@ -239,17 +330,25 @@ class OffsetSyncStore:
         return h
 
     def add_sync(
-        self, topic: str, partition: int, upstream: int, downstream: int, txn_first: bool = False
+        self,
+        topic: str,
+        partition: int,
+        upstream: int,
+        downstream: int,
+        txn_first: bool = False,
+        writer: str | None = None,
     ) -> None:
-        self._history(topic, partition).add(upstream, downstream, txn_first)
+        self._history(topic, partition).add(upstream, downstream, txn_first, writer)
 
     def mark_hole(self) -> None:
         """Syncs of any partition may be missing before each partition's next new sync."""
         for h in self.partitions.values():
             h.mark_hole()
 
-    def set_pending(self, topic: str, partition: int, syncs: list[tuple[int, int]]) -> None:
-        self._history(topic, partition).set_pending(syncs)
+    def set_pending(
+        self, topic: str, partition: int, syncs: list[tuple[int, int]], writer: str | None = None
+    ) -> None:
+        self._history(topic, partition).set_pending(syncs, writer)
 
     def set_position(self, topic: str, partition: int, position: int) -> None:
         self._history(topic, partition).position = position
@@ -261,6 +360,10 @@ class OffsetSyncStore:
     def lookup(self, topic: str, partition: int, upstream: int) -> Translation | None:
         h = self.partitions.get((topic, partition))
         return None if h is None else h.lookup(upstream)
+
+    def bound(self, topic: str, partition: int, upstream: int) -> int | None:
+        h = self.partitions.get((topic, partition))
+        return None if h is None else h.bound(upstream)
 
     def prune(self, topic: str, partition: int, below: int) -> int:
         h = self.partitions.get((topic, partition))
@@ -280,7 +383,8 @@ class OffsetSyncStore:
         """Plain data (lists, ints, strings); downstream offsets as deltas to stay small.
 
         Flags are lists of indexes: ``incomplete`` (intervals not known complete),
-        ``txn_first``; ``hole_next`` as a boolean.
+        ``txn_first``; ``hole_next`` as a boolean; ``writers`` as runs of
+        ``[count, transaction id or null]`` (syncs of one transaction are adjacent).
         """
         out: list[dict[str, Any]] = []
         for (topic, partition), h in sorted(self.partitions.items()):
@@ -295,6 +399,7 @@ class OffsetSyncStore:
                     "incomplete": [i for i, c in enumerate(h.complete) if i and not c],
                     "txn_first": [i for i, f in enumerate(h.txn_first) if f],
                     "hole_next": h.hole_next,
+                    "writers": _runs(h.writers),
                 }
             )
         return out
@@ -304,7 +409,8 @@ class OffsetSyncStore:
         """The store :meth:`to_json` described; ValueError when the data is malformed.
 
         Entries without ``incomplete`` (format 1) load with every interval not
-        complete: whether that history was read without holes is unknown.
+        complete: whether that history was read without holes is unknown. Entries
+        without ``writers`` (formats 1 and 2) load with every writer unknown.
         """
         store = cls()
         try:
@@ -322,6 +428,7 @@ class OffsetSyncStore:
                 if any(not 0 <= i < n for i in firsts | incomplete):
                     raise ValueError("flag index out of range")
                 complete = [i not in incomplete for i in range(n)]
+                writers = _unruns(entry.get("writers"), n)
                 store.partitions[(str(entry["topic"]), int(entry["partition"]))] = PartitionHistory(
                     ups,
                     downs,
@@ -330,10 +437,34 @@ class OffsetSyncStore:
                     [i in firsts for i in range(n)],
                     complete,
                     bool(entry.get("hole_next", False)),
+                    writers=writers,
                 )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed store data: {exc!r}") from exc
         return store
+
+
+def _runs(writers: list[str | None]) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for w in writers:
+        if out and out[-1][1] == w:
+            out[-1][0] += 1
+        else:
+            out.append([1, w])
+    return out
+
+
+def _unruns(data: Any, n: int) -> list[str | None]:
+    if data is None:
+        return [None] * n
+    out: list[str | None] = []
+    for count, writer in data:
+        if int(count) <= 0 or not (writer is None or isinstance(writer, str)):
+            raise ValueError(f"malformed writers run {[count, writer]!r}")
+        out.extend([writer] * int(count))
+    if len(out) != n:
+        raise ValueError(f"writers cover {len(out)} syncs, expected {n}")
+    return out
 
 
 def _deltas(values: list[int]) -> list[int]:

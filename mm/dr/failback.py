@@ -26,8 +26,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mm_client.translation import follows_runs
+
 from mm.checkpoint.store import PartitionHistory
 from mm.dr.divergence import DivergenceReport
+from mm.verify.compare import Sync
 
 Key = tuple[str, int]
 
@@ -53,12 +56,15 @@ class Back:
     how: str
 
 
-def history(syncs: Iterable[tuple[int, int, bool]]) -> PartitionHistory:
+def history(syncs: Iterable[Sync]) -> PartitionHistory:
     """A partition's syncs in the order the syncs topic holds them, as the checkpoint
-    job keeps them (a re-mirrored range replaces what followed it)."""
+    job keeps them (a re-mirrored range replaces what followed it; a sync the topic
+    may have lost records before starts an interval that is not complete)."""
     h = PartitionHistory()
-    for u, d, first in syncs:
-        h.add(u, d, first)
+    for s in syncs:
+        if s.hole_before:
+            h.mark_hole()
+        h.add(s.upstream, s.downstream, s.txn_first, s.writer)
     return h
 
 
@@ -69,6 +75,7 @@ def inverse_offset(
     *,
     txn_first: Sequence[bool] | None = None,
     complete: Sequence[bool] | None = None,
+    writers: Sequence[str | None] | None = None,
     position: int | None = None,
 ) -> Back:
     """The source offset a group at ``downstream`` on the target resumes at on the source.
@@ -82,8 +89,12 @@ def inverse_offset(
     the syncs end at the last mirrored record; :func:`inverse_with_tail` checks that.
 
     ``complete`` (parallel, optional): False where syncs may be missing before that
-    sync; the answer inside such an interval is the lowest it can be (the group
-    re-reads rather than skips) and not exact unless nothing can lie between.
+    sync; ``writers`` (parallel): the mirror transaction id of each sync mm wrote,
+    None for syncs of other writers (MirrorMaker 2's), which say nothing about the
+    records between them; absent, no sync is taken as mm's. Inside an interval
+    that is not complete or not mm's at both ends the answer is the lowest it can
+    be (the group re-reads rather than skips) and not exact unless nothing can lie
+    between.
     """
     n = len(upstreams)
     if n == 0:
@@ -97,7 +108,10 @@ def inverse_offset(
         su, sd, nu, nd = upstreams[j - 1], downstreams[j - 1], upstreams[j], downstreams[j]
         if complete is not None and not complete[j]:
             return Back(su + 1, nu == su + 1, "between offset syncs that may have gaps")
-        first = txn_first is not None and txn_first[j]
+        if not follows_runs(writers, j - 1, j):
+            return Back(su + 1, nu == su + 1, "between offset syncs of another writer")
+        assert writers is not None
+        first = (txn_first is not None and txn_first[j]) or writers[j] != writers[j - 1]
         if not first and nu - su == nd - sd:
             return Back(su + (downstream - sd), True, "inside a mirrored run")
         # s ends its run: the target holds no copy between the two (markers only),
@@ -164,12 +178,18 @@ def inverse_with_tail(
     downstream)`` -> (copies, originals), read only then."""
     if h is None:
         return Back(None, False, "no offset syncs for this partition")
-    ups, downs, first, complete = h.all_syncs()
+    ups, downs, first, complete, writers = h.all_syncs()
     if downs and downstream > downs[-1] and position is not None and position > ups[-1]:
         copies, originals = tail(ups[-1], downs[-1])
         return tail_offset(copies, originals, position, downstream)
     return inverse_offset(
-        ups, downs, downstream, txn_first=first, complete=complete, position=position
+        ups,
+        downs,
+        downstream,
+        txn_first=first,
+        complete=complete,
+        writers=writers,
+        position=position,
     )
 
 

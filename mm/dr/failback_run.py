@@ -505,13 +505,11 @@ def _flow_histories(
     syncs_topic = offset_syncs_topic(flow)
     admin_conf = cfg.cluster(where).librdkafka("admin")
     meta = reads.cluster_meta(admin_conf, f"cluster {where}", timeout)
+    holes = reads.syncs_gaps_are_holes(admin_conf, syncs_topic, where == flow.target, timeout)
     read = reads.read_syncs(
-        meta.leaders.get((syncs_topic, 0)), syncs_topic, topics, timeout, _PAGE_BYTES
+        meta.leaders.get((syncs_topic, 0)), syncs_topic, topics, timeout, _PAGE_BYTES, holes
     )
-    out = {
-        k: history((s.upstream, s.downstream, s.txn_first) for s in syncs)
-        for k, syncs in read.syncs.items()
-    }
+    out = {k: history(syncs) for k, syncs in read.syncs.items()}
     policy = flow.policy()
     tgt_admin = new_admin(cfg.cluster(flow.target).librdkafka("admin"))
     state = group_offsets(tgt_admin, [state_group(flow)], timeout, flow.target)
@@ -522,7 +520,7 @@ def _flow_histories(
         h = out.setdefault((topic, tp.partition), PartitionHistory())
         decoded = decode_state(tp.metadata)
         if decoded is not None:
-            h.set_pending(decoded[1])
+            h.set_pending(decoded[1], decoded[0])
         h.position = tp.offset
     return out
 

@@ -64,7 +64,7 @@ from mm_client.kafka import (
     reader_conf,
 )
 from mm_client.kafka.pool import ClientPool
-from mm_client.records import TXN_FIRST_HEADER, OffsetSync
+from mm_client.records import SYNC_WRITER_HEADER, TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
 from mm.kafka.errors import wrap
@@ -93,8 +93,17 @@ _WORKER_POOL: ClientPool | None = None
 _WORKER_POOL_LOCK = threading.Lock()
 
 _CONSUME_BATCH = 5000
+
+
 # marks the sync of a transaction's first record (see mm_client.records)
-_TXN_FIRST: list[tuple[str, str | bytes | None]] = [(TXN_FIRST_HEADER, b"1")]
+def sync_headers(batch_id: str, first: bool) -> list[tuple[str, str | bytes | None]]:
+    """Headers of a sync of transaction ``batch_id``: its writer (every sync), and the
+    transaction-first flag on the first (see :mod:`mm_client.translation`)."""
+    writer: tuple[str, str | bytes | None] = (
+        SYNC_WRITER_HEADER,
+        batch_id.encode("ascii", "replace"),
+    )
+    return [writer, (TXN_FIRST_HEADER, b"1")] if first else [writer]
 
 
 def worker_pool(rt: FlowRuntime) -> ClientPool:
@@ -363,7 +372,7 @@ class _SourceSyncWriter:
                 s.value_bytes(),
                 s.key_bytes(),
                 partition=0,
-                headers=None if i else _TXN_FIRST,
+                headers=sync_headers(batch_id, i == 0),
             )
         self._acks.producer.poll(0)
         self._batch = batch_id
@@ -1104,7 +1113,9 @@ def _commit(
     # on a partition, and stalls its last stable offset; Apache Kafka does not)
     syncs_lock = _TARGET_SYNCS_LOCK if rt.offset_syncs_on_target else contextlib.nullcontext()
     with syncs_lock:
-        _commit_with_syncs(rt, spec, producer, group_metadata, next_pos, pairs, metadata, syncs)
+        _commit_with_syncs(
+            rt, spec, producer, group_metadata, next_pos, pairs, batch_id, metadata, syncs
+        )
     result.metadata = metadata
     result.records += tracker.count
     result.bytes += txn_bytes
@@ -1124,6 +1135,7 @@ def _commit_with_syncs(
     group_metadata: Any,
     next_pos: int,
     pairs: list[tuple[int, int]],
+    batch_id: str,
     metadata: str,
     syncs: _SourceSyncWriter | None,
 ) -> None:
@@ -1137,7 +1149,7 @@ def _commit_with_syncs(
                     s.value_bytes(),
                     s.key_bytes(),
                     0,
-                    headers=None if i else _TXN_FIRST,
+                    headers=sync_headers(batch_id, i == 0),
                 )
         producer.send_offsets_to_transaction(
             [

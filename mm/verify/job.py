@@ -161,7 +161,17 @@ def _plan_flow(
             target.librdkafka("admin"), state_group(flow), f"cluster {flow.target}", timeout
         ),
         reads.read_syncs(
-            syncs_meta.leaders.get((syncs_topic, 0)), syncs_topic, set(topics), timeout, page
+            syncs_meta.leaders.get((syncs_topic, 0)),
+            syncs_topic,
+            set(topics),
+            timeout,
+            page,
+            reads.syncs_gaps_are_holes(
+                (target if syncs_where == flow.target else source).librdkafka("admin"),
+                syncs_topic,
+                syncs_where == flow.target,
+                timeout,
+            ),
         ),
         reads.read_all_checkpoints(target_conf, flow.source, policy, timeout),
     )

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 from mm_client.errors import RecordDecodeError
 from mm_client.kafka.clients import new_admin
 from mm_client.kafka.errors import wrap
-from mm_client.records import TXN_FIRST_HEADER, OffsetSync
+from mm_client.records import OffsetSync, sync_flags
 
 from mm.config import ClusterConfig
 from mm.errors import ConfigError, KafkaOperationError
@@ -99,35 +99,75 @@ class SyncRead:
 
 
 def read_syncs(
-    address: str | None, topic: str, topics: set[str], timeout: float, page_bytes: int
+    address: str | None,
+    topic: str,
+    topics: set[str],
+    timeout: float,
+    page_bytes: int,
+    gaps_are_holes: bool = True,
 ) -> SyncRead:
     """The offset syncs of ``topics`` in the one-partition ``topic`` (read_committed rule).
 
     ``address``: the leader of ``topic``'s partition 0, None when the topic does not exist.
+    ``gaps_are_holes``: an offset gap in ``topic`` means syncs may be missing
+    (:func:`syncs_gaps_are_holes`); then each partition's next sync after one says so
+    (``Sync.hole_before``).
     """
     out = SyncRead()
     if address is None:
         out.exists = False
         return out
     stats = ScanStats()
+    holes = 0  # offset gaps (and undecodable records) seen so far
+    seen_holes: dict[Key, int] = {}  # per partition: `holes` at its last sync
+    expected: int | None = None
     with Connection(address, timeout, client_id="mm-verify") as conn:
         # the end is unknown up front: scan to the high watermark (no record is past it)
         for r in scan_committed(
             conn, topic, 0, 0, 1 << 62, stats, page_bytes=page_bytes, timeout=timeout
         ):
             out.records += 1
+            if gaps_are_holes and expected is not None and r.offset > expected:
+                holes += 1  # compaction or retention: a sync of any partition may be gone
+            expected = r.offset + 1
             try:
                 s = OffsetSync.from_bytes(r.key, r.value)
             except RecordDecodeError:
                 out.undecodable += 1
+                holes += 1
                 continue
             if s.topic not in topics:
                 continue
-            first = any(k == TXN_FIRST_HEADER and v == b"1" for k, v in r.headers)
-            out.syncs.setdefault((s.topic, s.partition), []).append(
-                Sync(s.upstream_offset, s.downstream_offset, first)
+            key = (s.topic, s.partition)
+            first, writer = sync_flags(r.headers)
+            hole = key in seen_holes and seen_holes[key] != holes
+            seen_holes[key] = holes
+            out.syncs.setdefault(key, []).append(
+                Sync(s.upstream_offset, s.downstream_offset, first, writer, hole)
             )
     return out
+
+
+def syncs_gaps_are_holes(
+    admin_conf: Mapping[str, Any], topic: str, on_target: bool, timeout: float
+) -> bool:
+    """Whether an offset gap in the offset-syncs ``topic`` means missing syncs: always
+    on the source (one idempotent producer, contiguous offsets); on the target, where
+    the mirror's transaction markers leave gaps too, only when the topic may be
+    compacted (its cleanup.policy has compact, or cannot be read: conservative)."""
+    if not on_target:
+        return True
+    from confluent_kafka.admin import ConfigResource
+
+    admin = new_admin(dict(admin_conf))
+    try:
+        entries = next(
+            iter(admin.describe_configs([ConfigResource("topic", topic)]).values())
+        ).result(timeout)
+    except KafkaException:  # unknown policy: take gaps as holes (never ahead)
+        return True
+    entry = entries.get("cleanup.policy")
+    return "compact" in ((entry.value if entry is not None else None) or "delete")
 
 
 def mirror_positions(

@@ -43,7 +43,9 @@ def _row(p: PartitionReport) -> tuple[str, ...]:
         f"{pos}/{p.source_end}",
         first,
         f"{s.checked}" + (f" ({s.false} false)" if s.false else ""),
-        f"{t.checked}" + (f" ({t.wrong} wrong)" if t.wrong else ""),
+        f"{t.checked}"
+        + (f" ({t.wrong} wrong)" if t.wrong else "")
+        + (f" ({t.conservative} conservative)" if t.conservative else ""),
         f"{c.exact}/{c.conservative}/{c.ahead}",
         "ok" if p.ok else "DIFFERS",
     )

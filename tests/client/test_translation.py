@@ -36,7 +36,10 @@ SEEDS = range(300)
 
 
 def _translate(syncs: Sequence[Sync], upstream: int) -> int | None:
-    return translate_offset([u for u, _ in syncs], [d for _, d in syncs], upstream)
+    """Syncs of one mm writer whose transaction boundaries are not told (the pairs alone)."""
+    return translate_offset(
+        [u for u, _ in syncs], [d for _, d in syncs], upstream, writers=["t"] * len(syncs)
+    )
 
 
 def _mm2_reader(syncs: Sequence[Sync], upstream: int) -> int | None:
@@ -141,7 +144,7 @@ EQUAL_WIDTH = [(0, 0), (2, 2)]
     [
         pytest.param([True, True], 1, 2, id="next sync starts a transaction: a gap"),
         pytest.param([True, False], 1, 1, id="same transaction: one run"),
-        pytest.param(None, 1, 1, id="no flags (MM2, older mirrors): today's rule"),
+        pytest.param(None, 1, 1, id="no flags: one run"),
         pytest.param([True, True], 0, 0, id="at the first sync"),
         pytest.param([True, True], 2, 2, id="at the flagged sync"),
         pytest.param([True, True], 3, 3, id="one past the end"),
@@ -151,7 +154,7 @@ def test_transaction_first_flag_disambiguates_equal_widths(
     firsts: list[bool] | None, upstream: int, expected: int
 ) -> None:
     ups, downs = [u for u, _ in EQUAL_WIDTH], [d for _, d in EQUAL_WIDTH]
-    assert translate_offset(ups, downs, upstream, firsts) == expected
+    assert translate_offset(ups, downs, upstream, firsts, ["t", "t"]) == expected
 
 
 def test_transaction_first_flag_in_a_batch_with_a_gap() -> None:
@@ -159,16 +162,61 @@ def test_transaction_first_flag_in_a_batch_with_a_gap() -> None:
     # u 16.. -> d 105.. (source marker 15, target marker 104): widths 2 and 2
     syncs = [(10, 100), (11, 101), (13, 102), (14, 103), (16, 105), (18, 107)]
     firsts = [True, False, False, False, True, False]
+    one = ["t"] * 6
     ups, downs = [u for u, _ in syncs], [d for _, d in syncs]
-    assert translate_offset(ups, downs, 12, firsts) == 102  # gap inside the transaction
-    assert translate_offset(ups, downs, 15, firsts) == 105  # exact, not the marker 104
-    assert translate_offset(ups, downs, 15) == 104  # without flags: the equivalent answer
-    assert translate_offset(ups, downs, 17, firsts) == 106
+    assert translate_offset(ups, downs, 12, firsts, one) == 102  # gap inside the transaction
+    assert translate_offset(ups, downs, 15, firsts, one) == 105  # exact, not the marker 104
+    assert translate_offset(ups, downs, 15, None, one) == 104  # no flags: the equivalent answer
+    assert translate_offset(ups, downs, 17, firsts, one) == 106
+    # the transaction ids alone tell the boundary too
+    two = ["t1"] * 4 + ["t2"] * 2
+    assert translate_offset(ups, downs, 15, None, two) == 105
 
 
 def test_translation_accepts_any_sequences() -> None:
-    assert translate_offset((10, 19), (100, 109), 15) == 105
-    assert translate_offset(range(10, 20), range(100, 110), 15) == 105
+    assert translate_offset((10, 19), (100, 109), 15, writers=("t", "t")) == 105
+    assert translate_offset(range(10, 20), range(100, 110), 15, writers=["t"] * 10) == 105
+
+
+# Syncs mm did not write (MirrorMaker 2's, an older mirror's: no mm.sync header) are
+# read by MM2's rule: exact at a sync, its downstream + 1 past it. Both cases went
+# ahead when such syncs were read by mm's run rule.
+@pytest.mark.parametrize(
+    ("ups", "downs", "writers", "upstream", "expected", "exact"),
+    [
+        # MM2 mirrored 0..9, a source marker at 10, then 11 -> 10: one sync per skip
+        pytest.param([0, 11], [0, 10], None, 5, 1, 5, id="MM2 syncs around a skip"),
+        pytest.param([0, 11], [0, 10], [None, None], 11, 10, 10, id="MM2, at a sync"),
+        # MM2 mirrored up to 1099 with a sync at 1000; mm took over at 1100
+        pytest.param(
+            [1000, 1100], [1000, 1100], [None, "b1"], 1050, 1001, 1050, id="takeover from MM2"
+        ),
+        # mm mirrored up to 1000; MM2 took over, its first sync lost, the next at 1100
+        pytest.param([1000, 1100], [1000, 1110], ["b1", None], 1050, 1001, 1055, id="MM2 after mm"),
+        pytest.param([5], [7], [None], 100, 8, 60, id="past another writer's last sync"),
+        # a hole (compaction) between two mm syncs of one transaction
+        pytest.param([0, 50], [0, 50], ["b", "b"], 20, 20, 20, id="mm, complete"),
+    ],
+)
+def test_syncs_of_other_writers_are_read_conservatively(
+    ups: list[int],
+    downs: list[int],
+    writers: list[str | None] | None,
+    upstream: int,
+    expected: int,
+    exact: int,
+) -> None:
+    got = translate_offset(ups, downs, upstream, writers=writers)
+    assert got == expected
+    assert got is not None and got <= exact
+
+
+def test_an_interval_with_syncs_missing_is_read_conservatively() -> None:
+    # one mm transaction 0..99 with a gap at 40..59 on the source; the syncs of the
+    # run ends at 39 and 60 were compacted away: (0, 0), (99, 79) look like a gap
+    ups, downs, writers = [0, 99], [0, 79], ["b", "b"]
+    assert translate_offset(ups, downs, 20, writers=writers) == 79  # the run rule: ahead
+    assert translate_offset(ups, downs, 20, writers=writers, complete=[True, False]) == 1
 
 
 # MM2's rule on the same layouts: never past the exact answer (here: re-reads one).
@@ -207,6 +255,8 @@ class Mirrored:
     syncs: list[Sync] = field(default_factory=list)  # everything RunTracker emitted
     # per sync: the first sync of its batch (the mirror's mm.txn.first header)
     firsts: list[bool] = field(default_factory=list)
+    # per sync: its batch's transaction id (the mirror's mm.sync header)
+    writers: list[str | None] = field(default_factory=list)
 
     def exact(self, upstream: int) -> int:
         """Exact: smallest d with u >= U, else one past the last record with u < U."""
@@ -289,6 +339,7 @@ def _mirror(rng: random.Random, mirror_from_start: bool = True) -> Mirrored:
         pairs = tracker.syncs(downstream)
         m.syncs.extend(pairs)
         m.firsts.extend(k == 0 for k in range(len(pairs)))
+        m.writers.extend([f"b{batch_no}"] * len(pairs))
         for u in batch:
             m.us.append(u)
             m.ds.append(downstream)
@@ -372,13 +423,32 @@ def test_simulated_mirroring_with_transaction_flags_is_exact() -> None:
         m = _mirror(random.Random(seed))
         ups, downs = [u for u, _ in m.syncs], [d for _, d in m.syncs]
         for upstream in _upstreams_to_check(m):
+            got = translate_offset(ups, downs, upstream, m.firsts, m.writers)
+            # the transaction ids alone tell every boundary (newer mirrors write both)
+            alone = translate_offset(ups, downs, upstream, None, m.writers)
+            if upstream < ups[0]:
+                assert got is None and alone is None
+                continue
+            ambiguous += m.ambiguous(upstream)
+            assert got == m.exact(upstream), f"seed={seed} U={upstream} syncs={m.syncs}"
+            assert alone == got, f"seed={seed} U={upstream} syncs={m.syncs}"
+    assert ambiguous > 0  # the simulation reaches the case the flag is for
+
+
+def test_simulated_mirroring_read_as_another_writers_is_never_ahead() -> None:
+    """The same syncs without the mm.sync header (an older mirror's, or MM2's when it
+    happens to sync every run end) are never ahead, and exact at every sync."""
+    for seed in SEEDS:
+        m = _mirror(random.Random(seed))
+        ups, downs = [u for u, _ in m.syncs], [d for _, d in m.syncs]
+        for upstream in _upstreams_to_check(m):
             got = translate_offset(ups, downs, upstream, m.firsts)
             if upstream < ups[0]:
                 assert got is None
                 continue
-            ambiguous += m.ambiguous(upstream)
-            assert got == m.exact(upstream), f"seed={seed} U={upstream} syncs={m.syncs}"
-    assert ambiguous > 0  # the simulation reaches the case the flag is for
+            assert got is not None and got <= m.exact(upstream), f"seed={seed} U={upstream}"
+            if upstream in ups:
+                assert got == m.exact(upstream)
 
 
 def test_simulated_syncs_are_run_endpoints() -> None:

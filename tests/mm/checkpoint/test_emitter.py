@@ -101,6 +101,8 @@ class Row:
     error: str | None = None
     syncs_partition: int = 0
     txn_first: bool | None = False
+    # mm's own syncs (the mm.sync header); None for another writer's
+    writer: str | None = "t"
 
 
 def _rows(start: int, pairs: list[tuple[int, int]], first: bool = False) -> list[Row]:

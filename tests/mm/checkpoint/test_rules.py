@@ -1,7 +1,7 @@
 """Checkpoint emission and group-offset-sync rules: tables of cases."""
 
 import pytest
-from mm_client.records import TXN_FIRST_HEADER, Checkpoint, OffsetSync
+from mm_client.records import SYNC_WRITER_HEADER, TXN_FIRST_HEADER, Checkpoint, OffsetSync
 
 from mm.checkpoint import rules
 from mm.checkpoint.reader import decode_row
@@ -97,9 +97,14 @@ def test_decode_row() -> None:
         None,
         0,
         False,
+        None,
     )
-    topic, partition, up, down, offset, error, sp, first = decode_row(1, 43, b"\x00", b"junk")
-    assert (topic, partition, up, down, offset, sp, first) == (None, None, None, None, 43, 1, None)
+    topic, partition, up, down, offset, error, sp, first, writer = decode_row(
+        1, 43, b"\x00", b"junk"
+    )
+    assert (topic, partition, up, down, offset, sp, first, writer) == (
+        (None, None, None, None, 43, 1, None, None)
+    )
     assert error and error.startswith("OffsetSync")
     assert decode_row(0, 44, s.key_bytes(), None)[5]
 
@@ -120,6 +125,25 @@ def test_decode_row_keeps_the_transaction_first_header(
 ) -> None:
     s = OffsetSync("orders", 3, 17, 19)
     assert decode_row(0, 42, s.key_bytes(), s.value_bytes(), headers)[7] is first
+
+
+@pytest.mark.parametrize(
+    ("headers", "writer"),
+    [
+        ([(SYNC_WRITER_HEADER, b"3f9a0c1b2d4e")], "3f9a0c1b2d4e"),
+        ([(TXN_FIRST_HEADER, b"1"), (SYNC_WRITER_HEADER, b"ab")], "ab"),
+        ([(TXN_FIRST_HEADER, b"1")], None),  # a mirror older than the header
+        ([(SYNC_WRITER_HEADER, b"")], None),
+        ([(SYNC_WRITER_HEADER, None)], None),
+        ([(SYNC_WRITER_HEADER, "caf\u00e9".encode())], None),  # not an id mm writes
+        (None, None),  # MirrorMaker 2 writes no headers
+    ],
+)
+def test_decode_row_keeps_the_writer_header(
+    headers: list[tuple[str, bytes | None]] | None, writer: str | None
+) -> None:
+    s = OffsetSync("orders", 3, 17, 19)
+    assert decode_row(0, 42, s.key_bytes(), s.value_bytes(), headers)[8] == writer
 
 
 def test_tracked_groups_never_internal() -> None:

@@ -11,12 +11,16 @@ from mm.errors import MirrorError
 
 pytestmark = pytest.mark.unit
 
+# the transaction id of mm-written syncs (one writer: transaction boundaries are
+# told by the txn_first flags, as before syncs carried the id)
+W = "t"
+
 
 def _store() -> OffsetSyncStore:
     s = OffsetSyncStore()
     for u, d in [(0, 0), (9, 9), (11, 11), (20, 20), (40, 22)]:
-        s.add_sync("orders", 0, u, d)
-    s.add_sync("orders", 1, 5, 0)
+        s.add_sync("orders", 0, u, d, writer=W)
+    s.add_sync("orders", 1, 5, 0, writer=W)
     s.set_position("orders", 0, 41)
     return s
 
@@ -84,8 +88,8 @@ def test_pruned_history_ignores_replayed_old_syncs() -> None:
     assert h.floor == 11
     # re-reading the offset-syncs topic from its start replays older syncs: ignored,
     # where the rewind rule would otherwise wipe the history
-    s.add_sync("orders", 0, 0, 0)
-    s.add_sync("orders", 0, 9, 9)
+    s.add_sync("orders", 0, 0, 0, writer=W)
+    s.add_sync("orders", 0, 9, 9, writer=W)
     assert h.upstreams == [11, 20, 40]
     assert s.translate("orders", 0, 15) == 15
     restored = OffsetSyncStore.from_json(json.loads(json.dumps(s.to_json())))
@@ -94,15 +98,15 @@ def test_pruned_history_ignores_replayed_old_syncs() -> None:
 
 def test_trust_flags_survive_a_snapshot_and_continue(tmp_path: Path) -> None:
     s = OffsetSyncStore()
-    s.add_sync("t", 0, 0, 0, txn_first=True)
-    s.add_sync("t", 0, 9, 9)
+    s.add_sync("t", 0, 0, 0, txn_first=True, writer=W)
+    s.add_sync("t", 0, 9, 9, writer=W)
     s.mark_hole()
-    s.add_sync("t", 0, 50, 60, txn_first=True)
-    s.add_sync("t", 0, 59, 69)
+    s.add_sync("t", 0, 50, 60, txn_first=True, writer=W)
+    s.add_sync("t", 0, 59, 69, writer=W)
     s.mark_hole()  # the job stops right after seeing a gap
     path = tmp_path / "store.json"
     snapshot.save(path, snapshot.Snapshot("A->B", s, {"syncs:0": 7}))
-    assert json.loads(path.read_text())["version"] == snapshot.FORMAT_VERSION == 2
+    assert json.loads(path.read_text())["version"] == snapshot.FORMAT_VERSION == 3
     got = snapshot.load(path, "A->B")
     assert got is not None
     h = got.store.history("t", 0)
@@ -112,7 +116,7 @@ def test_trust_flags_survive_a_snapshot_and_continue(tmp_path: Path) -> None:
     assert h.hole_next
     got.store.set_position("t", 0, 80)
     assert got.store.translate("t", 0, 30) == 10  # inside the hole: conservative
-    got.store.add_sync("t", 0, 70, 79)  # continued: the gap seen before the stop counts
+    got.store.add_sync("t", 0, 70, 79, writer=W)  # continued: the gap seen before the stop counts
     assert h.complete[-1] is False
     assert got.store.translate("t", 0, 65) == 70
 

@@ -9,6 +9,10 @@ from mm.source.runs import RunTracker
 
 pytestmark = pytest.mark.unit
 
+# the transaction id of mm-written syncs (one writer: transaction boundaries are
+# told by the txn_first flags, as before syncs carried the id)
+W = "t"
+
 
 def _mirror(
     layout: list[int], batch_sizes: list[int]
@@ -44,7 +48,7 @@ def _exact(mapping: dict[int, int], u: int) -> int:
 def test_translate_table() -> None:
     h = PartitionHistory()
     for u, d in [(0, 0), (4, 4), (6, 6), (10, 10), (20, 12)]:
-        h.add(u, d)
+        h.add(u, d, writer=W)
     h.position = 21
     assert h.translate(0) == 0
     assert h.translate(3) == 3
@@ -59,8 +63,8 @@ def test_translate_table() -> None:
 
 def test_never_ahead_without_known_position() -> None:
     h = PartitionHistory()
-    h.add(0, 0)
-    h.add(9, 9)
+    h.add(0, 0, writer=W)
+    h.add(9, 9, writer=W)
     assert h.translate(10) == 10
     assert h.translate(11) is None
 
@@ -68,10 +72,10 @@ def test_never_ahead_without_known_position() -> None:
 def test_duplicates_ignored_and_rewind_drops_stale() -> None:
     h = PartitionHistory()
     for pair in [(0, 0), (9, 9), (10, 11), (19, 20)]:
-        h.add(*pair)
-    h.add(10, 11)  # re-written after a crash: no change
+        h.add(*pair, writer=W)
+    h.add(10, 11, writer=W)  # re-written after a crash: no change
     assert h.upstreams == [0, 9, 10, 19]
-    h.add(10, 30)  # target re-mirrored from 10: later pairs are stale
+    h.add(10, 30, writer=W)  # target re-mirrored from 10: later pairs are stale
     assert list(zip(h.upstreams, h.downstreams, strict=True)) == [(0, 0), (9, 9), (10, 30)]
 
 
@@ -89,7 +93,7 @@ def test_random_layouts_exact_and_prune_keeps_exactness(seed: int) -> None:
     syncs, mapping = _mirror(layout, sizes)
     store = OffsetSyncStore()
     for s_u, s_d in syncs:
-        store.add_sync("t", 0, s_u, s_d)
+        store.add_sync("t", 0, s_u, s_d, writer=W)
     store.set_position("t", 0, layout[-1] + 1)
     for q in range(layout[0], layout[-1] + 2):
         got = store.translate("t", 0, q)
@@ -114,7 +118,7 @@ def test_random_layouts_exact_and_prune_keeps_exactness(seed: int) -> None:
 def _history(syncs: list[tuple[int, int]], position: int) -> PartitionHistory:
     h = PartitionHistory()
     for u, d in syncs:
-        h.add(u, d)
+        h.add(u, d, writer=W)
     h.position = position
     return h
 
@@ -124,7 +128,7 @@ def test_commit_metadata_syncs_never_make_a_gap_out_of_unread_history() -> None:
     # group's commit metadata) is (200, 202)..(299, 301); the topic's syncs
     # (100, 101)..(199, 200) in between are not read yet
     h = _history([(0, 0), (99, 99)], 300)
-    h.set_pending([(200, 202), (299, 301)])
+    h.set_pending([(200, 202), (299, 301)], writer=W)
     got = h.lookup(150)
     assert got is not None
     assert got.offset == 100 and not got.exact  # conservative; exact is 151, not 202
@@ -134,7 +138,7 @@ def test_commit_metadata_syncs_never_make_a_gap_out_of_unread_history() -> None:
     assert h.translate(301) is None  # past the mirror's position
     # the topic catches up: exact everywhere, nothing was taken for a rewind
     for u, d in [(100, 101), (199, 200), (200, 202), (299, 301)]:
-        h.add(u, d)
+        h.add(u, d, writer=W)
     assert list(zip(h.upstreams, h.downstreams, strict=True)) == [
         (0, 0),
         (99, 99),
@@ -151,17 +155,17 @@ def test_commit_metadata_syncs_continue_a_transaction_read_in_part() -> None:
     # the topic holds the transaction's first sync already: the interval to the
     # next metadata sync is inside one transaction, so exact
     h = _history([(0, 0), (99, 99), (101, 101)], 300)
-    h.set_pending([(101, 101), (199, 199), (250, 200), (299, 249)])
+    h.set_pending([(101, 101), (199, 199), (250, 200), (299, 249)], writer=W)
     assert h.lookup(150) == Translation(150, True)
     assert h.lookup(220) == Translation(200, True)
     # metadata of an older transaction than the topic's head: ignored
-    h.set_pending([(0, 0), (99, 99)])
+    h.set_pending([(0, 0), (99, 99)], writer=W)
     assert h.translate(150) == 102  # one past (101, 101): the topic's head
 
 
 def test_commit_metadata_syncs_on_an_empty_history() -> None:
     h = PartitionHistory(position=11)
-    h.set_pending([(5, 7), (10, 12)])
+    h.set_pending([(5, 7), (10, 12)], writer=W)
     assert h.translate(4) is None
     assert h.translate(5) == 7
     assert h.translate(8) == 10
@@ -186,11 +190,11 @@ HOLE_TABLE = [
 @pytest.mark.parametrize(("upstream", "expected"), HOLE_TABLE)
 def test_translation_in_a_hole_is_conservative(upstream: int, expected: tuple[int, bool]) -> None:
     h = PartitionHistory()
-    h.add(0, 0)
-    h.add(9, 9)
+    h.add(0, 0, writer=W)
+    h.add(9, 9, writer=W)
     h.mark_hole()
-    h.add(50, 60)
-    h.add(59, 69)
+    h.add(50, 60, writer=W)
+    h.add(59, 69, writer=W)
     h.position = 60
     assert h.complete == [True, True, False, True]
     assert h.holes == 1
@@ -199,40 +203,40 @@ def test_translation_in_a_hole_is_conservative(upstream: int, expected: tuple[in
 
 def test_a_hole_of_width_one_is_still_exact() -> None:
     h = PartitionHistory()
-    h.add(0, 0)
+    h.add(0, 0, writer=W)
     h.mark_hole()
-    h.add(5, 1)  # nothing fits between downstream 0 and 1: sd + 1 is exact
+    h.add(5, 1, writer=W)  # nothing fits between downstream 0 and 1: sd + 1 is exact
     assert h.lookup(3) == Translation(1, True)
 
 
 def test_hole_flag_survives_replayed_syncs_and_applies_to_the_next_new_one() -> None:
     h = PartitionHistory()
-    h.add(0, 0)
-    h.add(9, 9)
+    h.add(0, 0, writer=W)
+    h.add(9, 9, writer=W)
     h.mark_hole()
-    h.add(9, 9)  # a re-written sync: not new, the hole is still ahead
-    h.add(20, 30)
+    h.add(9, 9, writer=W)  # a re-written sync: not new, the hole is still ahead
+    h.add(20, 30, writer=W)
     assert h.complete == [True, True, False]
 
 
 def test_rewind_is_not_trusted() -> None:
     h = _history([(0, 0), (9, 9), (19, 19)], 30)
-    h.add(9, 40)  # target re-mirrored from 9
+    h.add(9, 40, writer=W)  # target re-mirrored from 9
     assert h.complete == [True, False]
     assert h.lookup(5) == Translation(1, False)
 
 
 def test_store_level_holes_reach_every_partition_and_prune_keeps_flags() -> None:
     s = OffsetSyncStore()
-    s.add_sync("t", 0, 0, 0)
-    s.add_sync("t", 1, 0, 0)
+    s.add_sync("t", 0, 0, 0, writer=W)
+    s.add_sync("t", 1, 0, 0, writer=W)
     s.mark_hole()
-    s.add_sync("t", 0, 10, 20)
-    s.add_sync("t", 1, 10, 10)  # the interval is untrusted even if it looks like a run
-    s.add_sync("t", 2, 0, 0)  # a partition first seen after the hole: nothing before it
+    s.add_sync("t", 0, 10, 20, writer=W)
+    s.add_sync("t", 1, 10, 10, writer=W)  # the interval is untrusted even if it looks like a run
+    s.add_sync("t", 2, 0, 0, writer=W)  # a partition first seen after the hole: nothing before it
     assert s.holes() == 2
     assert s.lookup("t", 1, 5) == Translation(1, False)
-    s.add_sync("t", 0, 30, 40, txn_first=True)
+    s.add_sync("t", 0, 30, 40, txn_first=True, writer=W)
     assert s.prune("t", 0, 15) == 1
     h = s.history("t", 0)
     assert h is not None
@@ -242,9 +246,9 @@ def test_store_level_holes_reach_every_partition_and_prune_keeps_flags() -> None
 
 def test_transaction_flags_kept_and_used() -> None:
     h = PartitionHistory()
-    h.add(0, 0, txn_first=True)
-    h.add(2, 2, txn_first=True)  # source marker at 1, target marker at 1
+    h.add(0, 0, txn_first=True, writer=W)
+    h.add(2, 2, txn_first=True, writer=W)  # source marker at 1, target marker at 1
     h.position = 3
     assert h.translate(1) == 2
-    h.add(2, 2)  # re-read without the header (a copy MM2 tools wrote): flag kept
+    h.add(2, 2, writer=W)  # re-read without the header (a copy MM2 tools wrote): flag kept
     assert h.txn_first == [True, True]

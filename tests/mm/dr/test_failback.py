@@ -3,6 +3,8 @@ syncs read backwards), the reverse flow's forward translation, the per-group pla
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -27,8 +29,18 @@ from mm.dr.failback import (
     tail_offset,
     translations,
 )
+from mm.verify.compare import Sync
 
 pytestmark = pytest.mark.unit
+
+# the transaction id of mm-written syncs (one writer: transaction boundaries are
+# told by the txn_first flags, as before syncs carried the id)
+W = "t"
+
+
+def _history(syncs: Iterable[tuple[int, int, bool]]) -> PartitionHistory:
+    """A history of mm's own syncs (one writer: the flags tell transactions apart)."""
+    return history(Sync(u, d, first, W) for u, d, first in syncs)
 
 
 def _no_tail(up: int, down: int) -> tuple[list[int], list[int]]:
@@ -45,7 +57,7 @@ FIRST = [True, False, True, False]
 
 
 def back(downstream: int) -> Back:
-    return inverse_offset(UPS, DOWNS, downstream, txn_first=FIRST, position=16)
+    return inverse_offset(UPS, DOWNS, downstream, txn_first=FIRST, writers=[W] * 4, position=16)
 
 
 def test_at_a_sync_is_its_source_offset() -> None:
@@ -69,7 +81,7 @@ def test_a_target_gap_resumes_at_the_next_copy() -> None:
 
 def test_without_transaction_flags_equal_widths_read_as_one_run() -> None:
     # 10 instead of 11: on A the group reads the same record next (10 is a marker)
-    got = inverse_offset(UPS, DOWNS, 10, position=16)
+    got = inverse_offset(UPS, DOWNS, 10, writers=[W] * 4, position=16)
     assert (got.offset, got.exact) == (10, True)
 
 
@@ -114,7 +126,7 @@ def test_past_the_last_sync_counts_that_differ_give_no_answer() -> None:
 
 
 def test_the_tail_is_read_only_past_the_last_sync() -> None:
-    h = history(zip(UPS, DOWNS, FIRST, strict=True))
+    h = _history(zip(UPS, DOWNS, FIRST, strict=True))
     asked: list[tuple[int, int]] = []
 
     def tail(up: int, down: int) -> tuple[list[int], list[int]]:
@@ -176,7 +188,7 @@ def test_every_target_offset_goes_back_to_the_next_record_it_would_read(
     log: tuple[list[tuple[int, int, bool]], list[tuple[int, int]], int, int],
 ) -> None:
     kept, copies, position, end = log
-    h = history(kept)
+    h = _history(kept)
 
     def tail(up: int, down: int) -> tuple[list[int], list[int]]:
         return [d for _u, d in copies if d > down], [u for u, _d in copies if up < u < position]
@@ -197,7 +209,10 @@ def test_compacted_source_offsets_in_one_transaction() -> None:
     # source 0-2, 3-6 compacted away, 7-8: target 0-4 contiguous, two runs
     ups, downs = [0, 2, 7, 8], [0, 2, 3, 4]
     first = [True, False, False, False]
-    assert [inverse_offset(ups, downs, d, txn_first=first).offset for d in range(5)] == [
+    assert [
+        inverse_offset(ups, downs, d, txn_first=first, writers=[W] * len(ups)).offset
+        for d in range(5)
+    ] == [
         0,
         1,
         2,
@@ -206,9 +221,12 @@ def test_compacted_source_offsets_in_one_transaction() -> None:
     ]
     # the same gap across a transaction boundary: B's marker at 3
     ups, downs, first = [0, 2, 7, 8], [0, 2, 4, 5], [True, False, True, False]
-    got = inverse_offset(ups, downs, 3, txn_first=first, position=9)
+    got = inverse_offset(ups, downs, 3, txn_first=first, writers=[W] * len(ups), position=9)
     assert (got.offset, got.exact) == (7, True)
-    assert inverse_offset(ups, downs, 6, txn_first=first, position=9).offset == 9
+    assert (
+        inverse_offset(ups, downs, 6, txn_first=first, writers=[W] * len(ups), position=9).offset
+        == 9
+    )
 
 
 def test_an_interval_with_missing_syncs_answers_low_and_says_so() -> None:
@@ -222,10 +240,11 @@ def test_an_interval_with_missing_syncs_answers_low_and_says_so() -> None:
 def test_history_with_pending_syncs_of_the_last_transaction() -> None:
     # the topic has the first transaction; the last one (after B's marker at 5) only
     # in the mirror's commit metadata, as with the syncs topic on a dead source
-    h = history([(0, 0, True), (4, 4, False)])
-    h.set_pending([(5, 6), (9, 10)])
-    ups, downs, first, complete = h.all_syncs()
+    h = _history([(0, 0, True), (4, 4, False)])
+    h.set_pending([(5, 6), (9, 10)], writer=W)
+    ups, downs, first, complete, writers = h.all_syncs()
     assert (ups, downs) == ([0, 4, 5, 9], [0, 4, 6, 10])
+    assert writers == [W, W, W, W]
     assert first == [True, False, True, False]
     assert complete[2:] == [False, True]
     got = inverse_with_tail(h, 5, 10, _no_tail)
@@ -237,12 +256,12 @@ def test_history_with_pending_syncs_of_the_last_transaction() -> None:
 
 def test_history_takes_a_rewind_as_the_checkpoint_store_does() -> None:
     # the range from 5 was re-mirrored to other target offsets: the old pairs go
-    h = history([(0, 0, True), (9, 9, False), (5, 20, True), (9, 24, False)])
+    h = _history([(0, 0, True), (9, 9, False), (5, 20, True), (9, 24, False)])
     assert h.upstreams == [0, 5, 9] and h.downstreams == [0, 20, 24]
 
 
 def test_forward_translation_of_the_reverse_flow() -> None:
-    h = PartitionHistory([0, 4], [0, 4], txn_first=[True, False])
+    h = PartitionHistory([0, 4], [0, 4], txn_first=[True, False], writers=[W, W])
     h.position = 5
     assert forward_offset(h, 0) == Back(0, True, "translated")
     assert forward_offset(h, 3).offset == 3

@@ -173,7 +173,13 @@ SRC_OFFSETS = [0, 1, 2, 4, 5, 9]
 # the mirror's target: 0-2 (txn 1), 3 marker, 4-6 (txn 2), 7 marker
 TGT_OFFSETS = [0, 1, 2, 4, 5, 6]
 # the mirror's rule: a sync at the first and last record of every run
-MIRROR_SYNCS = [Sync(0, 0, True), Sync(2, 2), Sync(4, 4, True), Sync(5, 5), Sync(9, 6)]
+MIRROR_SYNCS = [
+    Sync(0, 0, True, "t1"),
+    Sync(2, 2, False, "t1"),
+    Sync(4, 4, True, "t2"),
+    Sync(5, 5, False, "t2"),
+    Sync(9, 6, False, "t2"),
+]
 
 
 def test_true_and_false_syncs() -> None:
@@ -193,9 +199,30 @@ def test_translations_of_records_gaps_and_head() -> None:
     # 6 records, gap 3, gap 6-8 (first and last), head 10
     assert (check.checked, check.wrong, check.not_checkable) == (10, 0, 0)
     # a sync pointing one record too far is caught at the record and in the gap before it
-    wrong = sync_table([Sync(0, 0, True), Sync(2, 2), Sync(4, 5, True), Sync(5, 5), Sync(9, 6)])
+    wrong = sync_table(
+        [
+            Sync(0, 0, True, "t1"),
+            Sync(2, 2, False, "t1"),
+            Sync(4, 5, True, "t2"),
+            Sync(5, 5, False, "t2"),
+            Sync(9, 6, False, "t2"),
+        ]
+    )
     check = check_translations(SRC_OFFSETS, TGT_OFFSETS, wrong, gap_floor=0, head=10)
     assert check.wrong and check.first_wrong == (3, 4, 5)
+
+
+def test_translations_from_another_writers_syncs_are_conservative_not_wrong() -> None:
+    # the same pairs without mm's writer header (MirrorMaker 2's, an older mirror's):
+    # MM2's rule answers behind in the gaps, which is all such syncs allow
+    theirs = sync_table([Sync(s.upstream, s.downstream) for s in MIRROR_SYNCS])
+    check = check_translations(SRC_OFFSETS, TGT_OFFSETS, theirs, gap_floor=0, head=10)
+    assert (check.checked, check.wrong) == (10, 0)
+    assert check.conservative > 0
+    # one sync pointing too far is still wrong: ahead is never conservative
+    ahead = sync_table([Sync(0, 0), Sync(2, 3)])
+    check = check_translations(SRC_OFFSETS, TGT_OFFSETS, ahead, gap_floor=0, head=None)
+    assert check.wrong
 
 
 def test_translations_below_the_oldest_sync_are_not_checkable() -> None:
