@@ -18,16 +18,17 @@ Invariants, per source partition:
   exact at the sync, ``sd + 1`` after it (never ahead);
 * a sync is news unless it repeats a kept one exactly, writer included (the
   mirror re-writes a transaction's syncs after a crash; the repeat may add a
-  ``txn_first`` flag). Any other sync at or below the newest kept upstream
-  offset is a **rewind**: the target was mirrored again from there (a deleted
-  target topic mirrored anew, a reset position, another writer). Everything
-  kept at or after its upstream offset, and everything whose downstream offset
-  is not below its own, describes a target that is no longer there and is
-  dropped; the interval before it is not complete. A sync past the newest one
-  whose downstream offset is not past the newest downstream offset (the target
-  topic was replaced) drops the whole history the same way. A repeated pair of
-  a writer that names no transaction cannot be told from a re-mirror that
-  happened to land on the same offsets, so it rewinds too (conservative);
+  ``txn_first`` flag). The same pair from another writer (or from one that
+  names no transaction) keeps the pair but drops what followed it, and the
+  interval before it is no longer complete. Any other sync whose downstream offset is not past the
+  newest kept one means the target topic was replaced (deleted and mirrored
+  anew: a log's offsets never go back): the whole history is dropped. Any
+  other sync at or below the newest kept upstream offset is a **rewind** into
+  the same target (mirrored again from there, e.g. a reset position):
+  everything kept at or after its upstream offset is dropped. Either way the
+  interval before the new sync is not complete. A repeated pair of a writer
+  that names no transaction cannot be told from a re-mirror that happened to
+  land on the same offsets, so it is taken as one (conservative);
 * holes: the reader of the offset-syncs topic calls :meth:`OffsetSyncStore.mark_hole`
   when syncs may be missing (an offset gap where the writer leaves none: the
   topic was compacted, or retention deleted records before they were read).
@@ -120,28 +121,33 @@ class PartitionHistory:
         if upstream < self.floor:
             return  # history already pruned away: a replay, not news
         ups, downs = self.upstreams, self.downstreams
-        if not ups or upstream > ups[-1]:
-            if ups and downstream <= downs[-1]:
-                # the target went backwards: a new target topic, mirrored again
+        if ups:
+            i = bisect_left(ups, upstream)
+            if i < len(ups) and ups[i] == upstream and downs[i] == downstream:
+                if writer is not None and self.writers[i] == writer:
+                    self.txn_first[i] = self.txn_first[i] or txn_first
+                    return  # a re-written sync we already have
+                # the same pair from another writer, or from one naming no transaction
+                # (a re-write, or a re-mirror that landed on it): the pair holds, what
+                # followed it and the stretch before it are not known to
+                self._drop_from(i + 1)
+                self.writers[i], self.txn_first[i] = writer, txn_first
+                self.complete[i] = False
+                self.hole_next = False
+                return
+            if downstream <= downs[-1]:
+                # the target went backwards: a new target topic, mirrored again; no
+                # kept sync describes it
                 self._drop_from(0)
                 self._append(upstream, downstream, txn_first, False, writer)
                 return
-            self._append(upstream, downstream, txn_first, not self.hole_next, writer)
-            return
-        i = bisect_left(ups, upstream)
-        if (
-            i < len(ups)
-            and ups[i] == upstream
-            and downs[i] == downstream
-            and writer is not None
-            and self.writers[i] == writer
-        ):
-            self.txn_first[i] = self.txn_first[i] or txn_first
-            return  # a re-written sync we already have
-        # a rewind: the target was mirrored again from `upstream`; what follows it,
-        # and what names target offsets at or past its own, is stale
-        self._drop_from(min(i, bisect_left(downs, downstream, hi=i)))
-        self._append(upstream, downstream, txn_first, False, writer)
+            if upstream <= ups[-1]:
+                # a rewind into the same target (mirrored again from `upstream`, e.g.
+                # a position reset): what followed it is stale
+                self._drop_from(i)
+                self._append(upstream, downstream, txn_first, False, writer)
+                return
+        self._append(upstream, downstream, txn_first, not self.hole_next, writer)
 
     def _drop_from(self, i: int) -> None:
         del self.upstreams[i:]
@@ -273,11 +279,13 @@ class PartitionHistory:
                 return _untrusted(sd, nd)
             # the newest topic sync and tail[0] are in one transaction
             return _known(_exact([su, nu], [sd, nd], upstream, None, ["pending"] * 2))
-        if self.writers[i] is not None:
-            # mm's newest sync ends its run: U is in a gap or the next record to mirror
+        if self.writers[i] is not None and self.position >= 0:
+            # mm's newest sync, its last transaction's syncs all read: it ends the last
+            # run, U is in a gap or the next record to mirror
             return _known(sd + 1)
-        # past another writer's sync: it mirrored on without a sync we have
-        exact = self._limit() == su + 1
+        # past another writer's sync (it mirrored on without a sync we have), or with
+        # no mirror position: exact only when the mirror's position says nothing follows
+        exact = self.position == su + 1
         return Translation(sd + 1, exact), (sd + 1 if exact else None)
 
     def prune(self, below: int) -> int:

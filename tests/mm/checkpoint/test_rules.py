@@ -166,3 +166,15 @@ def test_tracked_groups_never_internal() -> None:
     # even when the user's filters let them through
     assert not tracked_group(flow, "__mm.mirror.A.B")
     assert not tracked_group(flow, "__consumer_offsets_like")
+
+
+def test_a_checkpoint_the_history_proves_ahead_moves_back() -> None:
+    # the old checkpoint 55 -> 60 came from a target since deleted and mirrored again,
+    # where 55 translates exactly to 55: the old one would make the group skip 5
+    last = Checkpoint("g", "A.t", 0, 55, 60, "")
+    assert rules.is_backwards(last, 55, 55)  # without a bound: withheld, as before
+    assert not rules.is_backwards(last, 55, 55, bound=55)
+    cp = rules.next_checkpoint("g", "A.t", 0, rules.GroupOffset(55), 55, last, bound=55)
+    assert cp is not None and cp.downstream_offset == 55
+    # a conservative translation below an exact checkpoint does not move it back
+    assert rules.next_checkpoint("g", "A.t", 0, rules.GroupOffset(55), 51, last, bound=62) is None

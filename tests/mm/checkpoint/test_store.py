@@ -252,3 +252,65 @@ def test_transaction_flags_kept_and_used() -> None:
     assert h.translate(1) == 2
     h.add(2, 2, writer=W)  # re-read without the header (a copy MM2 tools wrote): flag kept
     assert h.txn_first == [True, True]
+
+
+# --- histories mm did not write alone (issue: never ahead in every history) -------------
+
+
+def test_takeover_from_mirrormaker2_reads_its_syncs_conservatively() -> None:
+    # MM2 mirrored 1000..1099 with one sync (it syncs on skips, after offset.lag.max,
+    # at commits, and drops some); mm took over at 1100 (its syncs name their writer)
+    h = PartitionHistory(position=1200)
+    h.add(1000, 1000)
+    h.add(1100, 1100, txn_first=True, writer="b1")
+    h.add(1199, 1199, writer="b1")
+    got = h.lookup(1050)
+    assert got is not None and got.offset == 1001 and not got.exact  # was 1100: 50 ahead
+    assert h.bound(1050) == 1100
+    assert h.lookup(1000) == Translation(1000, True)  # exact at MM2's own sync
+    assert h.lookup(1150) == Translation(1150, True)  # mm's syncs cover it: exact
+
+
+def test_mm2_syncs_around_a_skip_are_not_read_as_mm_runs() -> None:
+    # MM2 at-least-once: source 0..9, marker 10, 11.. -> target 0..; syncs at 0 and 11
+    h = PartitionHistory(position=12)
+    h.add(0, 0)
+    h.add(11, 10)
+    assert h.translate(5) == 1  # was 10 (the exact answer is 5)
+
+
+def test_a_remirror_whose_first_sync_equals_an_old_one_replaces_the_history() -> None:
+    # transactions of 10 records and a marker: (0,0)(9,9) (10,11)(19,20) ... (90,99)(99,108)
+    h = PartitionHistory(position=100)
+    for t in range(10):
+        h.add(10 * t, 11 * t, txn_first=True, writer=f"old{t}")
+        h.add(10 * t + 9, 11 * t + 9, writer=f"old{t}")
+    assert h.translate(55) == 60
+    # the target deleted and mirrored again as one transaction: its first sync is (0, 0)
+    h.add(0, 0, txn_first=True, writer="new")
+    got = h.lookup(55)
+    assert got is not None and got.offset <= 55  # was 60: the old syncs were kept
+    h.add(99, 99, writer="new")
+    assert h.lookup(55) == Translation(55, True)
+    assert (h.upstreams, h.downstreams) == ([0, 99], [0, 99])
+
+
+def test_a_target_that_went_backwards_drops_the_old_history() -> None:
+    h = PartitionHistory(position=60)
+    h.add(0, 0, txn_first=True, writer="a")
+    h.add(49, 49, writer="a")
+    # a new target topic mirrored from source offset 50 on: downstream restarts at 0
+    h.add(50, 0, txn_first=True, writer="b")
+    assert h.lookup(40) is None  # the old copies are gone: no answer rather than a stale one
+    assert (h.upstreams, h.downstreams) == ([50], [0])
+
+
+def test_an_older_mirrors_restart_rewrite_keeps_the_pair() -> None:
+    # syncs without the writer header re-written after a restart: kept, read conservatively
+    h = PartitionHistory(position=20)
+    for u, d in [(0, 0), (9, 9), (0, 0), (9, 9)]:
+        h.add(u, d, txn_first=u == 0)
+    assert (h.upstreams, h.downstreams) == ([0, 9], [0, 9])
+    assert h.lookup(9) == Translation(9, True)
+    got = h.lookup(5)
+    assert got is not None and got.offset == 1 and not got.exact
