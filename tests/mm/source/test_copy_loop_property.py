@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mm_client.kafka.pool import ClientPool
-from mm_client.records import TXN_FIRST_HEADER, OffsetSync
+from mm_client.records import TXN_FIRST_HEADER, OffsetSync, sync_flags
 from mm_client.translation import translate_offset
 
 from mm.source import task
@@ -89,20 +89,30 @@ def source_logs(draw: st.DrawFn) -> tuple[list[Rec | None], int]:
     return entries, log_start
 
 
-def synced_pairs(source: FakeCluster) -> tuple[list[int], list[int], list[bool]]:
-    """The partition's syncs in upstream order (re-written duplicates dropped) and which
-    of them start a transaction (the header)."""
-    by_up: dict[int, tuple[int, bool]] = {}
+def synced_pairs(
+    source: FakeCluster,
+) -> tuple[list[int], list[int], list[bool], list[str | None]]:
+    """The partition's syncs in upstream order (re-written duplicates dropped), which
+    of them start a transaction, and their writer (the headers)."""
+    by_up: dict[int, tuple[int, bool, str | None]] = {}
     flags = dict(source.sync_headers)
     for off, rec in source.log(SYNCS, 0).committed():
         s = OffsetSync.from_bytes(rec.key, rec.value)
         assert (s.topic, s.partition) == (TOPIC, 0)
-        first = (TXN_FIRST_HEADER, b"1") in flags.get(off, ())
+        first, writer = sync_flags(flags.get(off, ()))
+        assert (TXN_FIRST_HEADER, b"1") in flags.get(off, ()) or not first
+        assert writer is not None, "every sync the mirror writes names its transaction"
         prev = by_up.get(s.upstream_offset)
         assert prev is None or prev[0] == s.downstream_offset, "one upstream, two downstreams"
-        by_up[s.upstream_offset] = (s.downstream_offset, first or bool(prev and prev[1]))
+        assert prev is None or prev[2] == writer, "a re-written sync names its transaction"
+        by_up[s.upstream_offset] = (s.downstream_offset, first or bool(prev and prev[1]), writer)
     ups = sorted(by_up)
-    return ups, [by_up[u][0] for u in ups], [by_up[u][1] for u in ups]
+    return (
+        ups,
+        [by_up[u][0] for u in ups],
+        [by_up[u][1] for u in ups],
+        [by_up[u][2] for u in ups],
+    )
 
 
 @settings(
@@ -231,12 +241,12 @@ def test_copy_loop_keeps_every_committed_record_exactly_once(
         assert last_before < position <= too_large or (position == -1 and not expected)
 
     # every sync is a true pair; every mirrored offset translates exactly
-    ups, downs, first = synced_pairs(source)
+    ups, downs, first, writers = synced_pairs(source)
     placed = {off: d for (off, _), (d, _) in zip(expected, tgt, strict=True)}
     for u, d in zip(ups, downs, strict=True):
         assert placed.get(u) == d, f"sync ({u}, {d}) is not a pair of mirrored records"
     for u, d in placed.items():
-        assert translate_offset(ups, downs, u, first) == d
+        assert translate_offset(ups, downs, u, first, writers) == d
     # an offset in a source gap translates to the next mirrored record: exactly with
     # the transaction headers, and without them (MM2's view) never past it
     mirrored = sorted(placed)
@@ -245,13 +255,14 @@ def test_copy_loop_keeps_every_committed_record_exactly_once(
         if gap in placed:
             continue
         nxt = placed[next(o for o in mirrored if o > gap)]
-        assert translate_offset(ups, downs, gap, first) == nxt, f"gap offset {gap}"
+        assert translate_offset(ups, downs, gap, first, writers) == nxt, f"gap offset {gap}"
         got = translate_offset(ups, downs, gap)
         assert got is not None and got <= nxt
         # only markers or aborted records lie between that answer and the exact one
         assert not any(o in tgt_offsets for o in range(got, nxt))
     if mirrored:
-        assert translate_offset(ups, downs, mirrored[-1] + 1, first) == placed[mirrored[-1]] + 1
+        after = translate_offset(ups, downs, mirrored[-1] + 1, first, writers)
+        assert after == placed[mirrored[-1]] + 1
         # the first mirrored record's sync opens a transaction
         assert first[0]
 
@@ -326,7 +337,7 @@ def test_syncs_lost_with_a_killed_worker_are_written_again_from_the_commit_metad
         source.log(TOPIC, 0).append(Rec(b"k", payload(3, i), (), i), "committed")
     mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 6, 9, LIMIT), clients=clients)
 
-    ups, downs, _ = synced_pairs(source)
+    ups, downs, _, _ = synced_pairs(source)
     tgt = target.log(TARGET_TOPIC, 0).committed()
     src = source.log(TOPIC, 0).committed()
     assert [r for _, r in tgt] == [r for _, r in src]
