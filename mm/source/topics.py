@@ -370,17 +370,37 @@ class TopicMirrorPlanner:
         return self._last_sync is None or time.monotonic() - self._last_sync >= self._sync_interval
 
     def _describe(
-        self, admin: AdminClient, topics: list[str], timeout: float, where: str
+        self,
+        admin: AdminClient,
+        topics: list[str],
+        timeout: float,
+        where: str,
+        new: Iterable[str] = (),
     ) -> dict[str, dict[str, Any]]:
-        if not topics:
-            return {}
-        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        """The configs of ``topics``. Those in ``new`` were just created: on a KRaft
+        cluster their metadata can reach the broker after CreateTopics returned, so
+        UNKNOWN_TOPIC_OR_PART is asked again (with a short backoff) until ``timeout``."""
         out: dict[str, dict[str, Any]] = {}
-        for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
-            try:
-                out[res.name] = fut.result(timeout)
-            except KafkaException as exc:
-                raise wrap(exc, f"describe configs of {res.name} on {where}") from exc
+        todo, fresh = list(topics), set(new)
+        deadline = time.monotonic() + timeout
+        backoff = 0.05
+        while todo:
+            resources = [ConfigResource(ResourceType.TOPIC, t) for t in todo]
+            again = []
+            for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
+                try:
+                    out[res.name] = fut.result(timeout)
+                except KafkaException as exc:
+                    err = kafka_error(exc)
+                    unknown = err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                    if unknown and res.name in fresh and time.monotonic() < deadline:
+                        again.append(res.name)
+                        continue
+                    raise wrap(exc, f"describe configs of {res.name} on {where}") from exc
+            todo = again
+            if todo:
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
         return out
 
     def _ensure_targets(self, wanted: dict[str, int], timeout: float) -> set[str]:
@@ -425,14 +445,19 @@ class TopicMirrorPlanner:
                 except KafkaException as exc:
                     raise wrap(exc, f"create topic {target} on {self._target_alias}") from exc
         ok = [t for t in wanted if t not in self.failed]
-        limits = self._record_limits([names[t] for t in ok], timeout)
+        limits = self._record_limits(
+            [names[t] for t in ok], timeout, new=[names[t] for t in created]
+        )
         for t in ok:
             self.known[t] = MirroredTopic(t, names[t], wanted[t], limits[names[t]])
         return created
 
-    def _record_limits(self, targets: list[str], timeout: float) -> dict[str, int]:
-        """max.message.bytes of each target topic (Kafka's default when not reported)."""
-        described = self._describe(self._target, targets, timeout, self._target_alias)
+    def _record_limits(
+        self, targets: list[str], timeout: float, new: Iterable[str] = ()
+    ) -> dict[str, int]:
+        """max.message.bytes of each target topic (Kafka's default when not reported);
+        ``new``: the targets just created."""
+        described = self._describe(self._target, targets, timeout, self._target_alias, new)
         out = {}
         for name in targets:
             entry = described.get(name, {}).get("max.message.bytes")

@@ -9,11 +9,16 @@ dynamic broker settings) is copied. Expected values are written out by hand.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from typing import Any
+
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigSource
 
 import mm.source.topics as topics_module
 from mm.config import build_config
+from mm.errors import MirrorError
 from mm.logs import get_logger
 from mm.source.topics import (
     MirroredTopic,
@@ -294,3 +299,75 @@ def test_use_defaults_from_for_one_flow_beats_the_global_key() -> None:
     )
     assert cfg.flow("A", "B").use_defaults_from == "source"
     assert cfg.flow("B", "A").use_defaults_from == "target"
+
+
+class _LateMetadataAdmin:
+    """Answers DescribeConfigs of a just-created topic with UNKNOWN_TOPIC_OR_PART the
+    first ``late`` times, as a KRaft broker does until the topic's metadata reaches it."""
+
+    def __init__(self, late: int) -> None:
+        self.late = late
+        self.calls = 0
+
+    def describe_configs(self, resources: list[Any], **_kw: Any) -> dict[Any, Future[Any]]:
+        self.calls += 1
+        out: dict[Any, Future[Any]] = {}
+        for res in resources:
+            fut: Future[Any] = Future()
+            if self.calls <= self.late:
+                fut.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                fut.set_result({"max.message.bytes": ConfigEntry("max.message.bytes", "2048")})
+            out[res] = fut
+        return out
+
+
+def _planner() -> TopicMirrorPlanner:
+    flow = build_config(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": "a:9092",
+            "B.bootstrap.servers": "b:9092",
+            "A->B.enabled": "true",
+        }
+    ).flow("A", "B")
+    return TopicMirrorPlanner(
+        {"bootstrap.servers": "a:9092"},  # never contacted: the broker calls are faked
+        {"bootstrap.servers": "b:9092"},
+        topic_filter=flow.topic_filter,
+        config_filter=flow.config_property_filter,
+        policy=flow.policy(),
+        source_alias="A",
+        target_alias="B",
+        replication_factor=-1,
+        sync_configs=False,
+        sync_configs_interval=60,
+        use_defaults_from=flow.use_defaults_from,
+        log=get_logger("test"),
+    )
+
+
+def test_a_just_created_target_whose_metadata_is_late_is_described_again() -> None:
+    """KRaft: DescribeConfigs right after CreateTopics can answer UNKNOWN_TOPIC_OR_PART;
+    the mirror used to exit on it (a continuous mirror ended at a new topic)."""
+    planner = _planner()
+    admin = _LateMetadataAdmin(late=3)
+    planner._target = admin  # type: ignore[assignment]
+    assert planner._record_limits(["A.orders"], 10.0, new=["A.orders"]) == {"A.orders": 2048}
+    assert admin.calls == 4
+
+
+def test_an_unknown_topic_not_just_created_is_an_error_at_once() -> None:
+    planner = _planner()
+    admin = _LateMetadataAdmin(late=1)
+    planner._target = admin  # type: ignore[assignment]
+    with pytest.raises(MirrorError, match=r"describe configs of A\.orders on B"):
+        planner._record_limits(["A.orders"], 10.0)
+    assert admin.calls == 1
+
+
+def test_a_just_created_topic_still_unknown_at_the_deadline_is_an_error() -> None:
+    planner = _planner()
+    planner._target = _LateMetadataAdmin(late=10**6)  # type: ignore[assignment]
+    with pytest.raises(MirrorError, match="UNKNOWN_TOPIC_OR_PART"):
+        planner._record_limits(["A.orders"], 0.3, new=["A.orders"])
