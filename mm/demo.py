@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 from mm_client.kafka import new_admin, new_consumer, new_producer
-from mm_client.records import OffsetSync
+from mm_client.records import OffsetSync, sync_flags
 from mm_client.translation import translate_offset
 
 from mm.config import load_config
@@ -100,15 +100,21 @@ def produce_demo_data(bootstrap: str, records: int) -> None:
     plain.flush(30)
 
 
-def _syncs(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int]]]:
-    by_partition: dict[int, set[tuple[int, int]]] = {}
+def _syncs(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int, bool, str | None]]]:
+    """Per partition: (upstream, downstream, first of a transaction, writer), upstream-sorted
+    (a sync written again after a restart counts once)."""
+    by_partition: dict[int, dict[int, tuple[int, int, bool, str | None]]] = {}
     for m in read_partition(bootstrap, topic, 0):
         s = OffsetSync.from_bytes(m.key(), m.value())
         if s.topic == TOPIC:
-            by_partition.setdefault(s.partition, set()).add(
-                (s.upstream_offset, s.downstream_offset)
+            first, writer = sync_flags(m.headers())
+            by_partition.setdefault(s.partition, {})[s.upstream_offset] = (
+                s.upstream_offset,
+                s.downstream_offset,
+                first,
+                writer,
             )
-    return {p: sorted(v) for p, v in by_partition.items()}
+    return {p: sorted(v.values()) for p, v in by_partition.items()}
 
 
 def check(a: str, b: str, syncs_topic: str) -> Iterator[PartitionCheck]:
@@ -121,11 +127,12 @@ def check(a: str, b: str, syncs_topic: str) -> Iterator[PartitionCheck]:
             return (m.key(), m.value(), m.headers(), m.timestamp())
 
         equal = [fields(m) for m in src] == [fields(m) for m in dst]
-        ups = [u for u, _ in syncs.get(p, [])]
-        downs = [d for _, d in syncs.get(p, [])]
+        table = syncs.get(p, [])
+        ups, downs = [t[0] for t in table], [t[1] for t in table]
+        firsts, writers = [t[2] for t in table], [t[3] for t in table]
         exact = wrong = 0
         for s, d in zip(src, dst, strict=False):
-            if translate_offset(ups, downs, s.offset()) == d.offset():
+            if translate_offset(ups, downs, s.offset(), firsts, writers) == d.offset():
                 exact += 1
             else:
                 wrong += 1

@@ -110,10 +110,13 @@ def start_without_state(
             raise wrap(exc, f"end offset of {spec.target_topic}[{spec.partition}]") from exc
     finally:
         probe.close()
-    if high <= 0:
-        # nothing was ever written there: a new partition, mirrored from the source
-        # log start even if Spark planned past it (an earlier range may have stopped
-        # before its position could be committed, e.g. at a record too large)
+    if high <= 0 or not _holds_committed_records(rt, spec, clients):
+        # nothing was ever committed there: a new partition, or one whose only records
+        # are a killed worker's transaction that never committed (aborted or still
+        # open: they count in the log end, no read_committed reader sees them).
+        # Mirrored from the source log start even if Spark planned past it (an
+        # earlier range may have stopped before its position could be committed,
+        # e.g. at a record too large)
         return min(spec.start, _source_log_start(rt, spec, clients))
     sync = newest_sync(rt, spec, clients)
     target: list[LogRecord] = []
@@ -156,6 +159,20 @@ def start_without_state(
         f"--to-offset N --execute), or delete topic {spec.target_topic} on {rt.target} to mirror "
         f"{spec.topic} again from its start."
     )
+
+
+def _holds_committed_records(rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients) -> bool:
+    """Whether a read_committed reader finds any record in the target partition."""
+    first = read_records(
+        clients,
+        rt.target_consumer,
+        rt.state_group,
+        spec.target_topic,
+        spec.partition,
+        OFFSET_BEGINNING,
+        limit=1,
+    )
+    return bool(first)
 
 
 def _source_log_start(rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients) -> int:

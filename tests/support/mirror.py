@@ -29,7 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from mm_client.errors import RecordDecodeError
-from mm_client.records import TXN_FIRST_HEADER, OffsetSync
+from mm_client.records import OffsetSync, sync_flags
 from mm_client.translation import translate_offset
 
 from mm.kafka.rawlog import committed_view, read_log
@@ -532,6 +532,8 @@ class ReadSync:
     upstream_offset: int
     downstream_offset: int
     txn_first: bool
+    # the mirror transaction that wrote it (mm.sync header); None for other writers
+    writer: str | None = None
 
 
 def read_offset_syncs(bootstrap: str, topic: str) -> list[ReadSync]:
@@ -549,22 +551,25 @@ def read_offset_syncs(bootstrap: str, topic: str) -> list[ReadSync]:
             # the topic is shared by the session's tests; some write garbage
             # on purpose (readers skip it, as these do)
             continue
-        first = (TXN_FIRST_HEADER, b"1") in r.headers
-        syncs.append(ReadSync(s.topic, s.partition, s.upstream_offset, s.downstream_offset, first))
+        first, writer = sync_flags(r.headers)
+        syncs.append(
+            ReadSync(s.topic, s.partition, s.upstream_offset, s.downstream_offset, first, writer)
+        )
     return syncs
 
 
 def sync_tables(
     syncs: Iterable[ReadSync], topic: str
-) -> dict[int, tuple[list[int], list[int], list[bool]]]:
+) -> dict[int, tuple[list[int], list[int], list[bool], list[str | None]]]:
     """Per partition of source ``topic``: (upstreams, downstreams, first of a
-    transaction), upstream-sorted.
+    transaction, writer), upstream-sorted.
 
     Duplicate syncs (a sync re-written after a restart) collapse; two different
     downstream offsets for one upstream offset are an error.
     """
     pairs: dict[int, dict[int, int]] = {}
     firsts: dict[int, set[int]] = {}
+    writers: dict[int, dict[int, str | None]] = {}
     for s in syncs:
         if s.topic != topic:
             continue
@@ -576,11 +581,13 @@ def sync_tables(
         )
         if s.txn_first:
             firsts.setdefault(s.partition, set()).add(s.upstream_offset)
+        writers.setdefault(s.partition, {})[s.upstream_offset] = s.writer
     out = {}
     for p, m in pairs.items():
         ups = sorted(m)
         first = firsts.get(p, set())
-        out[p] = (ups, [m[u] for u in ups], [u in first for u in ups])
+        w = writers[p]
+        out[p] = (ups, [m[u] for u in ups], [u in first for u in ups], [w[u] for u in ups])
     return out
 
 
@@ -604,23 +611,23 @@ def assert_translation_exact(
         if not src:
             continue
         assert p in tables, f"no offset syncs for {topic}[{p}]"
-        ups, downs, first = tables[p]
+        ups, downs, first, by = tables[p]
         wrong = []
         for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-            got = translate_offset(ups, downs, s.offset, first)
+            got = translate_offset(ups, downs, s.offset, first, by)
             if got != t.offset:
                 wrong.append((s.offset, t.offset, got))
             checked += 1
             # an offset inside a source gap (marker, aborted record) before s
             if i > 0 and s.offset - src[i - 1].offset > 1:
                 gap = s.offset - 1
-                got = translate_offset(ups, downs, gap, first)
+                got = translate_offset(ups, downs, gap, first, by)
                 if got != t.offset:
                     wrong.append((gap, t.offset, got))
                 checked += 1
         # past the last mirrored record: one past its target offset
         after = src[-1].offset + 1
-        got = translate_offset(ups, downs, after, first)
+        got = translate_offset(ups, downs, after, first, by)
         if got != tgt[-1].offset + 1:
             wrong.append((after, tgt[-1].offset + 1, got))
         checked += 1
