@@ -1,0 +1,574 @@
+"""The real Apache Kafka 4.3.1 and MirrorMaker 2, from the jars of kafka/pom.xml.
+
+``./dev`` copies those jars once into a cache directory and exports
+``MM_KAFKA_JARS`` (see ``fetch_kafka_jars`` in ./dev). Everything here runs them
+with ``java -cp "$MM_KAFKA_JARS/*"``:
+
+* :class:`KRaftBroker` - a one-node KRaft cluster (broker and controller),
+  PLAINTEXT on a free port, in its own directory;
+* :class:`MirrorMaker2` - MM2 in dedicated mode for clusters A and B (A->B);
+* :class:`ConnectStandaloneCheckpoint` - Connect standalone running only MM2's
+  ``MirrorCheckpointConnector``;
+* :func:`remote_cluster_utils_translate` - MM2's client library
+  (``RemoteClusterUtils.translateOffsets``) from a one-file Java program.
+
+Without the jars the tests that use them fail (never skip): the interop with the
+real MirrorMaker 2 is what they prove.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mm.embedded import procs
+
+T = TypeVar("T")
+
+ENV_JARS = "MM_KAFKA_JARS"
+KAFKA_VERSION = "4.3.1"
+PROBE_TOPIC = "mm-test-broker-probe"
+PROBE_GROUP = "mm-test-broker-probe"
+
+BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+class KafkaJarsMissingError(RuntimeError):
+    """The Apache Kafka / MirrorMaker 2 jars are not there: the test fails."""
+
+
+def kafka_jars() -> Path:
+    """The directory of the Apache Kafka 4.3.1 / MirrorMaker 2 jars (``$MM_KAFKA_JARS``)."""
+    value = os.environ.get(ENV_JARS, "")
+    how = (
+        "run the tests through `./dev test` (it fetches the jars of kafka/pom.xml once with "
+        f"Maven and sets {ENV_JARS}), or set {ENV_JARS} to a directory filled by "
+        "`mvn -q -f kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=DIR "
+        "-DincludeScope=runtime`"
+    )
+    if not value:
+        raise KafkaJarsMissingError(
+            f"{ENV_JARS} is not set: these tests run the real Apache Kafka {KAFKA_VERSION} and "
+            f"MirrorMaker 2 from their jars; {how}"
+        )
+    path = Path(value)
+    missing = [
+        name
+        for name in ("kafka_2.13", "connect-mirror", "connect-runtime", "kafka-tools")
+        if not list(path.glob(f"{name}-{KAFKA_VERSION}.jar"))
+    ]
+    if missing:
+        raise KafkaJarsMissingError(
+            f"{ENV_JARS}={value} does not hold the Apache Kafka {KAFKA_VERSION} jars "
+            f"({', '.join(f'{m}-{KAFKA_VERSION}.jar' for m in missing)} missing); {how}"
+        )
+    return path
+
+
+def java_cmd(*args: str, heap: str | None = None, log4j2: Path | None = None) -> list[str]:
+    """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "$MM_KAFKA_JARS/*" <args>``."""
+    java = "java"
+    if os.environ.get("JAVA_HOME"):
+        java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+    cmd = [java]
+    if heap:
+        cmd.append(f"-Xmx{heap}")
+    if log4j2 is not None:
+        cmd.append(f"-Dlog4j2.configurationFile={log4j2}")
+    # java expands the trailing '*' of a class path entry itself (no shell here)
+    return [*cmd, "-cp", f"{kafka_jars()}/*", *args]
+
+
+def write_properties(path: Path, props: Mapping[str, object]) -> Path:
+    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    return path
+
+
+def write_log4j2(path: Path, log_file: Path, level: str = "INFO") -> Path:
+    """A log4j2 configuration sending everything to ``log_file`` (nothing to the console)."""
+    path.write_text(
+        f"""status = error
+name = mm-test
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c{{1}})%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.reflections.name = org.reflections
+logger.reflections.level = ERROR
+"""
+    )
+    return path
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no {path})"
+
+
+class _JavaProcess:
+    """A JVM child in its own session, output to ``<dir>/<name>.out``."""
+
+    name = "java"
+
+    def __init__(self, workdir: Path | None) -> None:
+        self._own_dir = workdir is None
+        self.dir = Path(tempfile.mkdtemp(prefix=f"mm-{self.name}-")) if workdir is None else workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.out_path = self.dir / f"{self.name}.out"
+        self.log_path = self.dir / f"{self.name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _spawn(self, argv: list[str]) -> None:
+        self.proc = procs.spawn(argv, log_path=self.out_path)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def describe(self) -> str:
+        state = "not started"
+        if self.proc is not None:
+            rc = self.proc.poll()
+            state = "running" if rc is None else f"exited {rc}"
+        return (
+            f"{self.name} in {self.dir} ({state})\n--- {self.out_path.name} (tail)\n"
+            f"{_tail(self.out_path, 20)}\n--- {self.log_path.name} (tail)\n{_tail(self.log_path)}"
+        )
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM, wait up to ``grace`` s, then SIGKILL (the whole process group).
+        A directory this object made itself (no ``workdir`` given) is removed."""
+        if self.proc is not None:
+            procs.stop_child(self.proc, grace)
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+# --- broker ---------------------------------------------------------------------------
+
+
+class KRaftBroker(_JavaProcess):
+    """A one-node Apache Kafka cluster (KRaft, broker + controller), PLAINTEXT."""
+
+    name = "broker"
+
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        *,
+        heap: str = "768m",
+        extra: Mapping[str, object] | None = None,
+        wait: bool = True,
+        timeout: float = 90.0,
+    ) -> None:
+        """Format and start the broker; with ``wait`` (default) return once it is ready,
+        else call :meth:`wait_ready` (start several brokers at once that way)."""
+        super().__init__(workdir)
+        self.port = procs.free_port()
+        self.controller_port = procs.free_port()
+        while self.controller_port == self.port:
+            self.controller_port = procs.free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        props: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self.dir / "data",
+            "num.partitions": 1,
+            "default.replication.factor": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "auto.create.topics.enable": "false",
+            **(extra or {}),
+        }
+        self.config = write_properties(self.dir / "server.properties", props)
+        log4j2 = write_log4j2(self.dir / "log4j2.properties", self.log_path)
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid: "-..." would read as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = subprocess.run(
+            java_cmd(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(self.config),
+                heap="256m",
+                log4j2=log4j2,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if fmt.returncode != 0:
+            raise RuntimeError(
+                f"kafka.tools.StorageTool format failed ({fmt.returncode}) in {self.dir}:\n"
+                f"{fmt.stdout[-2000:]}\n{fmt.stderr[-4000:]}"
+            )
+        self._spawn(java_cmd("kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2))
+        if wait:
+            self.wait_ready(timeout)
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Until metadata answers and a probe group commit sticks (else stop, raise).
+
+        Right after start the group coordinator answers COORDINATOR_LOAD_IN_PROGRESS
+        and AdminClient reports it per partition without retrying; with
+        ``offsets.topic.num.partitions=1`` one probe covers every group.
+        """
+        deadline = time.monotonic() + timeout
+        # no client before the port listens (librdkafka logs every refused connection)
+        while not procs.port_open("127.0.0.1", self.port) and time.monotonic() < deadline:
+            if not self.alive():
+                break
+            time.sleep(0.1)
+        admin = self.admin()
+        try:
+            self._probe(admin, deadline, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            del admin  # no client left retrying a stopped broker
+
+    def _probe(self, admin: AdminClient, deadline: float, timeout: float) -> None:
+        last: object = None
+        while True:
+            if not self.alive():
+                raise RuntimeError(f"the Kafka broker exited during start:\n{self.describe()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the Kafka broker was not ready within {timeout:.0f}s (last: {last}):\n"
+                    f"{self.describe()}"
+                )
+            try:
+                md = admin.list_topics(timeout=5)
+                if PROBE_TOPIC not in md.topics:
+                    admin.create_topics([NewTopic(PROBE_TOPIC, 1, 1)])[PROBE_TOPIC].result(15)
+                    continue
+                tp = TopicPartition(PROBE_TOPIC, 0, 0)
+                res = admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(PROBE_GROUP, [tp])]
+                )[PROBE_GROUP].result(15)
+                errors = [t.error for t in res.topic_partitions or [] if t.error is not None]
+                if errors:
+                    last = errors
+                    time.sleep(0.2)
+                    continue
+                got = admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(PROBE_GROUP)]
+                )[PROBE_GROUP].result(15)
+                if any(
+                    t.topic == PROBE_TOPIC and t.offset == 0 for t in got.topic_partitions or []
+                ):
+                    return
+                last = f"probe commit not visible: {got.topic_partitions}"
+            except Exception as exc:  # not up yet: try again
+                last = repr(exc)  # not the exception: its frames would keep the client alive
+            time.sleep(0.2)
+
+
+# --- MirrorMaker 2 --------------------------------------------------------------------------
+
+
+def mm2_properties(
+    source_bootstrap: str,
+    target_bootstrap: str,
+    *,
+    topics: str,
+    groups: str,
+    tasks_max: int = 1,
+    exactly_once: bool = False,
+    extra: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """A connect-mirror-maker.properties for clusters A and B: A->B on, B->A off."""
+    props: dict[str, object] = {
+        "clusters": "A, B",
+        "A.bootstrap.servers": source_bootstrap,
+        "B.bootstrap.servers": target_bootstrap,
+        "A->B.enabled": "true",
+        "B->A.enabled": "false",
+        "A->B.topics": topics,
+        "A->B.groups": groups,
+        "tasks.max": tasks_max,
+        "replication.factor": 1,
+        "checkpoints.topic.replication.factor": 1,
+        "heartbeats.topic.replication.factor": 1,
+        "offset-syncs.topic.replication.factor": 1,
+        "offset.storage.replication.factor": 1,
+        "config.storage.replication.factor": 1,
+        "status.storage.replication.factor": 1,
+        "emit.checkpoints.interval.seconds": 1,
+        "sync.group.offsets.enabled": "false",
+        "refresh.topics.interval.seconds": 2,
+        "refresh.groups.interval.seconds": 2,
+        "sync.topic.acls.enabled": "false",  # the test brokers have no authorizer
+    }
+    if exactly_once:
+        props["B.exactly.once.source.support"] = "enabled"
+        props["dedicated.mode.enable.internal.rest"] = "true"
+        props["listeners"] = "http://127.0.0.1:0"
+    props.update(extra or {})
+    return props
+
+
+class MirrorMaker2(_JavaProcess):
+    """MirrorMaker 2 in dedicated mode (``--clusters B``), flow A->B."""
+
+    name = "mm2"
+
+    def __init__(
+        self,
+        workdir: Path | None,
+        source_bootstrap: str,
+        target_bootstrap: str,
+        *,
+        topics: str,
+        groups: str,
+        tasks_max: int = 1,
+        exactly_once: bool = False,
+        extra: Mapping[str, object] | None = None,
+        heap: str = "512m",
+    ) -> None:
+        super().__init__(workdir)
+        self.properties = mm2_properties(
+            source_bootstrap,
+            target_bootstrap,
+            topics=topics,
+            groups=groups,
+            tasks_max=tasks_max,
+            exactly_once=exactly_once,
+            extra=extra,
+        )
+        self.config = write_properties(self.dir / "mm2.properties", self.properties)
+        log4j2 = write_log4j2(self.dir / "log4j2.properties", self.log_path)
+        self._spawn(
+            java_cmd(
+                "org.apache.kafka.connect.mirror.MirrorMaker",
+                str(self.config),
+                "--clusters",
+                "B",
+                heap=heap,
+                log4j2=log4j2,
+            )
+        )
+
+
+class ConnectStandaloneCheckpoint(_JavaProcess):
+    """Connect standalone running only MM2's MirrorCheckpointConnector (A -> B)."""
+
+    name = "connect-checkpoint"
+
+    def __init__(
+        self,
+        workdir: Path | None,
+        source_bootstrap: str,
+        target_bootstrap: str,
+        *,
+        topics: str,
+        groups: str,
+        extra: Mapping[str, object] | None = None,
+        heap: str = "512m",
+    ) -> None:
+        super().__init__(workdir)
+        worker = {
+            "bootstrap.servers": target_bootstrap,
+            "key.converter": BYTE_ARRAY_CONVERTER,
+            "value.converter": BYTE_ARRAY_CONVERTER,
+            "offset.storage.file.filename": self.dir / "connect.offsets",
+            "listeners": "http://127.0.0.1:0",
+        }
+        connector: dict[str, object] = {
+            "name": "mm2-checkpoint-A-B",
+            "connector.class": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
+            "tasks.max": 1,
+            "source.cluster.alias": "A",
+            "target.cluster.alias": "B",
+            "source.cluster.bootstrap.servers": source_bootstrap,
+            "target.cluster.bootstrap.servers": target_bootstrap,
+            "topics": topics,
+            "groups": groups,
+            "checkpoints.topic.replication.factor": 1,
+            "emit.checkpoints.interval.seconds": 1,
+            "refresh.groups.interval.seconds": 1,
+            "sync.group.offsets.enabled": "false",
+            "key.converter": BYTE_ARRAY_CONVERTER,
+            "value.converter": BYTE_ARRAY_CONVERTER,
+            **(extra or {}),
+        }
+        self.worker_config = write_properties(self.dir / "worker.properties", worker)
+        self.connector_config = write_properties(self.dir / "checkpoint.properties", connector)
+        log4j2 = write_log4j2(self.dir / "log4j2.properties", self.log_path)
+        self._spawn(
+            java_cmd(
+                "org.apache.kafka.connect.cli.ConnectStandalone",
+                str(self.worker_config),
+                str(self.connector_config),
+                heap=heap,
+                log4j2=log4j2,
+            )
+        )
+
+
+# --- RemoteClusterUtils -------------------------------------------------------------------
+
+_TRANSLATE_JAVA = """\
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.connect.mirror.RemoteClusterUtils;
+
+/** args: target bootstrap servers, source cluster alias, timeout (s), group... */
+public class TranslateOffsets {
+    public static void main(String[] args) throws Exception {
+        Map<String, Object> props = new HashMap<>();
+        props.put("bootstrap.servers", args[0]);
+        Duration timeout = Duration.ofSeconds(Long.parseLong(args[2]));
+        for (int i = 3; i < args.length; i++) {
+            Map<TopicPartition, OffsetAndMetadata> offsets =
+                RemoteClusterUtils.translateOffsets(props, args[1], args[i], timeout);
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                System.out.println("OFFSET\\t" + args[i] + "\\t" + e.getKey().topic() + "\\t"
+                    + e.getKey().partition() + "\\t" + e.getValue().offset());
+            }
+            System.out.println("END\\t" + args[i] + "\\t" + offsets.size());
+        }
+    }
+}
+"""
+
+_translate_dir: Path | None = None
+_OFFSET_LINE = re.compile(r"OFFSET\t([^\t]+)\t([^\t]+)\t(\d+)\t(-?\d+)")
+_END_LINE = re.compile(r"END\t([^\t]+)\t(\d+)")
+
+
+def _translate_program() -> tuple[Path, Path]:
+    global _translate_dir
+    if _translate_dir is None:
+        d = Path(tempfile.mkdtemp(prefix="mm-remote-cluster-utils-"))
+        atexit.register(shutil.rmtree, d, ignore_errors=True)
+        (d / "TranslateOffsets.java").write_text(_TRANSLATE_JAVA)
+        write_log4j2(d / "log4j2.properties", d / "translate.log", level="WARN")
+        _translate_dir = d
+    return _translate_dir / "TranslateOffsets.java", _translate_dir / "log4j2.properties"
+
+
+def remote_cluster_utils_translate_groups(
+    bootstrap_b: str, source_alias: str, groups: list[str], timeout: float = 30.0
+) -> dict[str, dict[tuple[str, int], int]]:
+    """:func:`remote_cluster_utils_translate` for several groups in one JVM run."""
+    source, log4j2 = _translate_program()
+    proc = subprocess.run(
+        java_cmd(
+            str(source),
+            bootstrap_b,
+            source_alias,
+            str(int(timeout)),
+            *groups,
+            heap="256m",
+            log4j2=log4j2,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=timeout * max(1, len(groups)) + 60,
+        check=False,
+    )
+    failed = (
+        f"RemoteClusterUtils.translateOffsets({source_alias!r}, {groups!r}) failed "
+        f"(exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(failed)
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    announced: dict[str, int] = {}
+    for line in proc.stdout.splitlines():
+        if m := _OFFSET_LINE.fullmatch(line):
+            out.setdefault(m[1], {})[(m[2], int(m[3]))] = int(m[4])
+        elif m := _END_LINE.fullmatch(line):
+            announced[m[1]] = int(m[2])
+        else:
+            raise RuntimeError(f"unexpected line {line!r}; {failed}")
+    for group in groups:
+        if group not in announced or announced[group] != len(out.get(group, {})):
+            raise RuntimeError(f"incomplete answer for group {group!r}; {failed}")
+    return {group: out.get(group, {}) for group in groups}
+
+
+def remote_cluster_utils_translate(
+    bootstrap_b: str, source_alias: str, group: str, timeout: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """MM2's ``RemoteClusterUtils.translateOffsets`` for ``group``: (target topic,
+    partition) -> offset, read from ``<source_alias>.checkpoints.internal`` on B."""
+    return remote_cluster_utils_translate_groups(bootstrap_b, source_alias, [group], timeout)[group]
+
+
+def wait_until(
+    what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.5
+) -> T:
+    """Call ``check()`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(interval)
