@@ -43,10 +43,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.checkpointer import offline_checkpointer
 
-from mm.checkpoint.emitter import FlowCheckpointer
 from mm.checkpoint.store import OffsetSyncStore
-from mm.config import build_config
 from mm.dr.failback import inverse_offset
 from mm.source.runs import RunTracker
 
@@ -185,19 +184,6 @@ def histories(draw: st.DrawFn) -> History:
     return h
 
 
-def _checkpointer(tmp: Path) -> FlowCheckpointer:
-    cfg = build_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "A->B.enabled": "true",
-            "mm.state.dir": str(tmp),
-        }
-    )
-    return FlowCheckpointer(cfg, cfg.enabled_flows()[0])
-
-
 def _covered(h: History, upstream: int) -> bool:
     """Inside a stretch of the current target that mm's own syncs cover."""
     return any(lo <= upstream <= hi for lo, hi in h.mm_spans)
@@ -257,7 +243,7 @@ def test_mixed_histories_never_ahead_and_exact_where_mm_syncs_prove_it(
         c = data.draw(st.integers(1, len(topic)))
         topic = topic[c - 1 :]
 
-    w = _checkpointer(tmp_path)
+    w = offline_checkpointer(tmp_path)
     if h.us and h.last_writer in (MM, OLD_MM):
         # mm's state group: the next source offset after its last record
         w.snap.store.set_position("t", 0, h.us[-1] + 1)
@@ -275,7 +261,7 @@ def test_mixed_histories_never_ahead_and_exact_where_mm_syncs_prove_it(
         _check(w.snap.store, h, settled=False)
 
     if data.draw(st.booleans()):  # the job restarts from its snapshot
-        restored = _checkpointer(tmp_path)
+        restored = offline_checkpointer(tmp_path)
         restored.snap.store = OffsetSyncStore.from_json(
             json.loads(json.dumps(w.snap.store.to_json()))
         )

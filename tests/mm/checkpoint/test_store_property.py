@@ -24,10 +24,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.checkpointer import offline_checkpointer
 
-from mm.checkpoint.emitter import FlowCheckpointer
 from mm.checkpoint.store import OffsetSyncStore
-from mm.config import build_config
 from mm.source.runs import RunTracker
 
 pytestmark = pytest.mark.unit
@@ -93,19 +92,6 @@ def mirrored(draw: st.DrawFn) -> Mirrored:
     return m
 
 
-def _checkpointer(tmp: Path) -> FlowCheckpointer:
-    cfg = build_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "A->B.enabled": "true",
-            "mm.state.dir": str(tmp),
-        }
-    )
-    return FlowCheckpointer(cfg, cfg.enabled_flows()[0])
-
-
 def _check(store: OffsetSyncStore, m: Mirrored, position: int, complete: bool) -> None:
     for upstream in range(0, position + 2):
         got = store.lookup("t", 0, upstream)
@@ -150,7 +136,7 @@ def test_store_translation_never_ahead_and_exact_where_complete(
             if r.offset == newest[(r.topic, r.partition)] or data.draw(st.booleans())
         ]
 
-    w = _checkpointer(tmp_path)
+    w = offline_checkpointer(tmp_path)
     position = m.us[-1] + 1
     w.snap.store.set_position("t", 0, position)
     # the job reads a prefix first; the mirror's last transaction is known from its
@@ -162,7 +148,7 @@ def test_store_translation_never_ahead_and_exact_where_complete(
     _check(w.snap.store, m, position, complete=False)
 
     if data.draw(st.booleans()):  # restart from the snapshot
-        restored = _checkpointer(tmp_path)
+        restored = offline_checkpointer(tmp_path)
         restored.snap.store = OffsetSyncStore.from_json(
             json.loads(json.dumps(w.snap.store.to_json()))
         )

@@ -231,29 +231,12 @@ def test_refresh_syncs_existing_targets_every_sync_interval(
     sync again only once ``sync.topic.configs.interval.seconds`` has passed."""
     clock = Clock()
     monkeypatch.setattr(topics_module.time, "monotonic", clock)
-    flow = build_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "A->B.enabled": "true",
+    planner = _planner(
+        sync_configs=True,
+        **{
             "A->B.sync.topic.configs.interval.seconds": "30",
             "A->B.use.defaults.from": "source",
-        }
-    ).flow("A", "B")
-    planner = TopicMirrorPlanner(
-        {"bootstrap.servers": "a:9092"},  # never contacted: the broker calls are faked
-        {"bootstrap.servers": "b:9092"},
-        topic_filter=flow.topic_filter,
-        config_filter=flow.config_property_filter,
-        policy=flow.policy(),
-        source_alias="A",
-        target_alias="B",
-        replication_factor=-1,
-        sync_configs=True,
-        sync_configs_interval=flow.sync_topic_configs_interval_seconds,
-        use_defaults_from=flow.use_defaults_from,
-        log=get_logger("test"),
+        },
     )
     on_source = {"existing": 1, "fresh": 1}
     synced: list[list[str]] = []
@@ -322,13 +305,14 @@ class _LateMetadataAdmin:
         return out
 
 
-def _planner() -> TopicMirrorPlanner:
+def _planner(sync_configs: bool = False, **props: str) -> TopicMirrorPlanner:
     flow = build_config(
         {
             "clusters": "A, B",
             "A.bootstrap.servers": "a:9092",
             "B.bootstrap.servers": "b:9092",
             "A->B.enabled": "true",
+            **props,
         }
     ).flow("A", "B")
     return TopicMirrorPlanner(
@@ -340,8 +324,8 @@ def _planner() -> TopicMirrorPlanner:
         source_alias="A",
         target_alias="B",
         replication_factor=-1,
-        sync_configs=False,
-        sync_configs_interval=60,
+        sync_configs=sync_configs,
+        sync_configs_interval=flow.sync_topic_configs_interval_seconds,
         use_defaults_from=flow.use_defaults_from,
         log=get_logger("test"),
     )
