@@ -39,7 +39,7 @@ Invariants, per source partition:
   delivered the syncs before it yet, and inserting would turn unread history
   into a gap (answering ahead). It is used only past the newest topic sync,
   through an interval that is complete only when that sync belongs to the
-  pending transaction, and is dropped once the topic reaches it;
+  pending transaction, and is dropped once the topic reaches its last sync;
 * :meth:`PartitionHistory.lookup` answers only for offsets the mirror has
   passed: U must be at or below the mirror's position (the next source offset
   it will mirror), and at or above the oldest kept sync; otherwise None, so a
@@ -165,8 +165,10 @@ class PartitionHistory:
         self.complete.append(complete)
         self.writers.append(writer)
         self.hole_next = False
-        if self.pending and upstream >= self.pending[0][0]:
-            self.pending = []  # the topic reached the pending transaction
+        if self.pending and upstream >= self.pending[-1][0]:
+            # the topic reached the end of the pending transaction (before that, the
+            # rest of it is still needed past the newest topic sync: see _tail)
+            self.pending = []
             self.pending_writer = None
 
     def mark_hole(self) -> None:
@@ -281,8 +283,10 @@ class PartitionHistory:
             return _known(_exact([su, nu], [sd, nd], upstream, None, ["pending"] * 2))
         if self.writers[i] is not None and self.position >= 0:
             # mm's newest sync, its last transaction's syncs all read: it ends the last
-            # run, U is in a gap or the next record to mirror
-            return _known(sd + 1)
+            # run, U is in a gap or the next record to mirror. A bound only when the
+            # position proves nothing follows (a broker that keeps no commit metadata
+            # leaves no pending syncs for transactions the topic has not delivered yet)
+            return Translation(sd + 1, True), (sd + 1 if self.position == su + 1 else None)
         # past another writer's sync (it mirrored on without a sync we have), or with
         # no mirror position: exact only when the mirror's position says nothing follows
         exact = self.position == su + 1

@@ -29,7 +29,8 @@ Examples::
     MM_MM_STATE_DIR=/var/lib/mm               mm.state.dir
 
 Process settings read elsewhere (``RESERVED``: log level/format, Spark log level,
-config path, `mm embedded`'s state file) are never treated as overrides.
+config path, `mm embedded`'s state file, the directory of Apache Kafka's jars that
+``./dev`` fills) are never treated as overrides.
 Variables that name no listed cluster or have empty segments are skipped with a
 warning.
 """
@@ -46,7 +47,14 @@ __all__ = ["ENV_PREFIX", "RESERVED", "apply_env_overrides", "env_key"]
 
 ENV_PREFIX = "MM_"
 RESERVED = frozenset(
-    {"MM_LOG_LEVEL", "MM_LOG_FORMAT", "MM_SPARK_LOG_LEVEL", "MM_CONFIG", "MM_EMBEDDED_STATE"}
+    {
+        "MM_LOG_LEVEL",
+        "MM_LOG_FORMAT",
+        "MM_SPARK_LOG_LEVEL",
+        "MM_CONFIG",
+        "MM_EMBEDDED_STATE",
+        "MM_KAFKA_JARS",
+    }
 )
 
 

@@ -314,3 +314,19 @@ def test_an_older_mirrors_restart_rewrite_keeps_the_pair() -> None:
     assert h.lookup(9) == Translation(9, True)
     got = h.lookup(5)
     assert got is not None and got.offset == 1 and not got.exact
+
+
+def test_the_pending_transaction_is_kept_until_the_topic_delivers_its_last_sync() -> None:
+    # the topic delivered the first sync of the mirror's last transaction (one run
+    # 11..30) but not the rest yet: the pending syncs still answer past it. Before,
+    # they were dropped there and 20 answered 12 "exactly", which moved an exact
+    # checkpoint back (a checkpoint job killed between micro-batches)
+    h = PartitionHistory(position=31)
+    h.add(0, 0, txn_first=True, writer="w1")
+    h.add(9, 9, writer="w1")
+    h.set_pending([(11, 11), (30, 30)], "w2")
+    h.add(11, 11, txn_first=True, writer="w2")
+    assert h.lookup(20) == Translation(20, True)
+    assert h.bound(20) == 20
+    h.add(30, 30, writer="w2")
+    assert h.pending == [] and h.lookup(20) == Translation(20, True)
