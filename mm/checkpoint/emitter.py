@@ -68,7 +68,7 @@ from mm_client.kafka import (
 from mm_client.records import Checkpoint
 
 from mm.checkpoint import rules, snapshot
-from mm.checkpoint.reader import offset_key
+from mm.checkpoint.reader import gaps_are_holes, offset_key
 from mm.checkpoint.rules import GroupOffset
 from mm.checkpoint.store import prune_bound
 from mm.config import FlowConfig, MirrorConfig
@@ -259,19 +259,9 @@ class FlowCheckpointer:
                 self.tick()
 
     def gaps_are_holes(self) -> bool:
-        """Whether an offset gap in the offset-syncs topic means missing syncs.
-
-        On the source the syncs are written by an idempotent, non-transactional
-        producer: contiguous offsets, so any gap is compaction or retention. On
-        the target they are written inside the mirror's transactions, whose
-        markers leave gaps too: there a gap is a hole only when the topic may be
-        compacted (cleanup.policy with compact, or not known yet), where markers
-        and compacted records cannot be told apart (conservative).
-        """
-        if not self._syncs_on_target:
-            return True
-        policy = self.syncs_cleanup_policy
-        return policy is None or "compact" in policy
+        """Whether an offset gap in the offset-syncs topic means missing syncs
+        (:func:`mm.checkpoint.reader.gaps_are_holes`)."""
+        return gaps_are_holes(self._syncs_on_target, self.syncs_cleanup_policy)
 
     def feed(self, rows: Iterable[Any]) -> None:
         store, nxt = self.snap.store, self.snap.syncs_next

@@ -60,6 +60,21 @@ def split_key(key: str) -> tuple[str, int]:
     return topic, int(p)
 
 
+def gaps_are_holes(on_target: bool, cleanup_policy: str | None) -> bool:
+    """Whether an offset gap in the offset-syncs topic means missing syncs.
+
+    On the source the syncs are written by an idempotent, non-transactional
+    producer: contiguous offsets, so any gap is compaction or retention. On the
+    target they are written inside the mirror's transactions, whose markers leave
+    gaps too: there a gap is a hole only when the topic may be compacted
+    (``cleanup_policy`` with compact, or None: not known), where markers and
+    compacted records cannot be told apart (conservative).
+    """
+    if not on_target:
+        return True
+    return cleanup_policy is None or "compact" in cleanup_policy
+
+
 def decode_row(
     syncs_partition: int,
     offset: int,

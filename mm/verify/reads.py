@@ -151,12 +151,13 @@ def read_syncs(
 def syncs_gaps_are_holes(
     admin_conf: Mapping[str, Any], topic: str, on_target: bool, timeout: float
 ) -> bool:
-    """Whether an offset gap in the offset-syncs ``topic`` means missing syncs: always
-    on the source (one idempotent producer, contiguous offsets); on the target, where
-    the mirror's transaction markers leave gaps too, only when the topic may be
-    compacted (its cleanup.policy has compact, or cannot be read: conservative)."""
+    """:func:`mm.checkpoint.reader.gaps_are_holes` for ``topic``, its cleanup.policy
+    read from the cluster when it lives on the target (unknown when it cannot be read:
+    gaps then count as holes, never ahead)."""
+    from mm.checkpoint.reader import gaps_are_holes
+
     if not on_target:
-        return True
+        return gaps_are_holes(False, None)
     from confluent_kafka.admin import ConfigResource
 
     admin = new_admin(dict(admin_conf))
@@ -164,10 +165,10 @@ def syncs_gaps_are_holes(
         entries = next(
             iter(admin.describe_configs([ConfigResource("topic", topic)]).values())
         ).result(timeout)
-    except KafkaException:  # unknown policy: take gaps as holes (never ahead)
-        return True
+    except KafkaException:
+        return gaps_are_holes(True, None)
     entry = entries.get("cleanup.policy")
-    return "compact" in ((entry.value if entry is not None else None) or "delete")
+    return gaps_are_holes(True, (entry.value if entry is not None else None) or "delete")
 
 
 def mirror_positions(
