@@ -13,6 +13,7 @@ import pytest
 from hypothesis import settings
 
 # `support` first: importing it makes sure `mm` is the real package (see its docstring).
+from support.apache_kafka import KRaftBroker
 from support.clusters import KafkaCluster, KafkaFactory
 from support.names import unique_name
 
@@ -74,6 +75,25 @@ def durable_cluster(
     yield make
     for name in created:
         kafka_factory.remove(name)
+
+
+@pytest.fixture
+def own_kafka(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., KRaftBroker]]:
+    """Factory of one-node Apache Kafka clusters of the test's own (to kill, restart, or
+    keep apart from other tests' topics); each is stopped when the test ends, its logs
+    kept under pytest's temp dir."""
+    made: list[KRaftBroker] = []
+
+    def make(wait: bool = True) -> KRaftBroker:
+        """``wait=False``: call ``.wait_ready()`` (several brokers start at once that way)."""
+        made.append(KRaftBroker(tmp_path_factory.mktemp("kafka"), wait=wait))
+        return made[-1]
+
+    yield make
+    for broker in made:
+        broker.stop()
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 1. the target broker frozen (SIGSTOP) for 20 s while mirror, checkpoint and heartbeat
    jobs run and a producer writes: every job recovers by itself, the pause shows in
    `mm status --json` and in `mm status --serve`'s metrics;
-2. the source broker (durable storage) killed and restarted on its port mid-stream:
-   the mirror resumes by itself;
+2. the source broker (Apache Kafka) killed and restarted on its port mid-stream: the
+   mirror resumes by itself;
 3. the checkpoint job killed (SIGKILL) and restarted 10 times while groups commit and
    the mirror runs: checkpoints exact, never backwards, never ahead of the mirror.
 
@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.apache_kafka import KRaftBroker
 from support.clusters import KafkaCluster, KafkaFactory
 from support.eos import BackgroundProducer, log_events, mirrored_batches, record_value
 from support.faults import (
@@ -235,8 +236,8 @@ def assert_exactly_once(
 
 
 def assert_mirror_exact(source: str, target: str, topic: str, produced: int) -> str:
-    """The target's committed view equals the source's (whatever the source kept), each
-    partition in order; returns a line with the counts, the broker's own losses too."""
+    """The target's committed view equals the source's, each partition in order, and the
+    source holds every record its producer had acknowledged; returns a line of counts."""
     held = mirrored = 0
     for p in range(PARTITIONS):
         src = [(r.key, r.value) for r in committed_view(read_log(source, topic, p)).records]
@@ -248,10 +249,8 @@ def assert_mirror_exact(source: str, target: str, topic: str, produced: int) -> 
         )
         held += len(src)
         mirrored += len(got)
-    return (
-        f"produced {produced}, the source broker kept {held} ({produced - held} lost by the "
-        f"broker), the target holds {mirrored}: 0 duplicates, 0 lost by the mirror"
-    )
+    assert held == produced, f"{topic}: {produced} records acknowledged, the source holds {held}"
+    return f"produced {produced}, the target holds {mirrored}: 0 duplicates, 0 lost"
 
 
 def wait_caught_up(source: str, target: str, topic: str, timeout: float, why: Any) -> float:
@@ -490,27 +489,23 @@ def judge_all(a: str, b: str, topic: str, watch: CheckpointWatch) -> Judgement:
 
 @pytest.mark.timeout(900)
 def test_source_broker_restarted(
-    durable_cluster: Callable[[], EmbeddedCluster],
+    own_kafka: Callable[..., KRaftBroker],
     cluster_b: KafkaCluster,
     unique_topic: Callable[..., str],
     tmp_path: Path,
     jobs_factory: Callable[[Path], Jobs],
 ) -> None:
-    """The producer stops just before the kill and a second one writes to a second topic
-    after the restart; the mirror is still copying when the broker dies (it runs behind
-    the producer), so the restart lands mid-stream.
-
-    Tansu 0.6 on S3, killed, is not a faithful Apache Kafka here: in one run it lost 11
-    of 5,192 acknowledged records from the middle of a partition; in two runs with
-    transactional producers, no fetch read past a partition's last stable offset after
-    the restart (the mirror and this test's reader both stalled). So the producers are
-    plain (idempotent, no transactions: other tests cover transactional sources), and
-    the mirror is judged against what the source holds after the restart: the target's
-    committed view must equal it, record for record; records the broker itself lost
-    are counted and printed, not blamed on the mirror."""
+    """The source, an Apache Kafka broker of the test's own, is killed (SIGKILL) while
+    the mirror copies and started again on its port and log directory. The producer
+    stops just before the kill and a second one writes to a second topic after the
+    restart; the mirror is still copying when the broker dies (it runs behind the
+    producer), so the restart lands mid-stream. Both producers mix plain records and
+    transactions. The target's committed view must equal the source's, record for
+    record, and the source must hold every acknowledged record (a killed process loses
+    nothing the operating system holds)."""
     started = time.monotonic()
-    source = durable_cluster()
-    a, b = source.bootstrap_servers, cluster_b.bootstrap_servers
+    source = own_kafka()
+    a, b = source.bootstrap, cluster_b.bootstrap_servers
     before, after = unique_topic("before"), unique_topic("after")
     for t in (before, after):
         create_topic(a, t, PARTITIONS)
@@ -520,41 +515,27 @@ def test_source_broker_restarted(
         b,
         [before, after],
         state_dir=tmp_path / "state",
-        extra={
-            "mm.mirror.trigger.seconds": "0.5",
-            # Tansu on S3 answers a Fetch whose max wait (the mirror's 10 ms) runs out
-            # while it reads its storage with no records at all, even with data there
-            # (measured: 0 records in 20 s); Apache Kafka returns available data at once
-            "A.consumer.fetch.max.wait.ms": "500",
-        },
+        extra={"mm.mirror.trigger.seconds": "0.5"},
     )
     jobs = jobs_factory(cfg)
-    first = BackgroundProducer(
-        a, before, PARTITIONS, rate_per_partition=300, seed=2, transactional_share=0.0
-    ).start()
+    first = BackgroundProducer(a, before, PARTITIONS, rate_per_partition=300, seed=2).start()
     second: BackgroundProducer | None = None
     try:
         mirror = jobs.start("mirror", "mirror")
 
         def why() -> str:
-            return jobs.outputs()
+            return f"{jobs.outputs()}\n{source.describe()}"
 
         wait_for(lambda: len(mirrored_batches(mirror.stderr_path)) >= 2, STARTUP, "batches", why)
         first.stop()
         behind = {p: len(o) for p, o in committed_offsets(b, f"A.{before}", PARTITIONS).items()}
-        process = source.process
-        assert process is not None
-        process.kill()  # SIGKILL: a crash, not a clean stop
-        process.wait(30)
+        source.kill()  # SIGKILL: a crash, not a clean stop
         killed = time.monotonic()
         batches_at_kill = len(mirrored_batches(mirror.stderr_path))
         time.sleep(2)
-        source.start()  # same port, same S3 storage
+        source.restart()  # same ports, same log directories
         restarted = time.monotonic()
-        assert source.bootstrap_servers == a
-        second = BackgroundProducer(
-            a, after, PARTITIONS, rate_per_partition=150, seed=3, transactional_share=0.0
-        ).start()
+        second = BackgroundProducer(a, after, PARTITIONS, rate_per_partition=150, seed=3).start()
         mirror_back = wait_for(
             lambda: len(mirrored_batches(mirror.stderr_path)) > batches_at_kill,
             180,

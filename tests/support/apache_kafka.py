@@ -23,6 +23,7 @@ import base64
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -258,9 +259,24 @@ class KRaftBroker(_JavaProcess):
                 f"kafka.tools.StorageTool format failed ({fmt.returncode}) in {self.dir}:\n"
                 f"{fmt.stdout[-2000:]}\n{fmt.stderr[-4000:]}"
             )
-        self._spawn(java_cmd("kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2))
+        self._argv = java_cmd("kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2)
+        self._spawn(self._argv)
         if wait:
             self.wait_ready(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (a crash: no controlled shutdown, no flush); its data stays."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: the JVM's group
+            self.proc.wait(30)
+
+    def restart(self, timeout: float = 120.0) -> None:
+        """Start the broker again on the same ports and log directories (after
+        :meth:`kill`, Kafka recovers its logs first) and wait until it is ready."""
+        if self.alive():
+            raise RuntimeError(f"the Kafka broker in {self.dir} is still running")
+        self._spawn(self._argv)
+        self.wait_ready(timeout)
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})

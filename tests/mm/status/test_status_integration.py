@@ -36,6 +36,7 @@ from status_support import (
     value,
     write_properties,
 )
+from support.apache_kafka import KRaftBroker
 from support.clusters import KafkaCluster, KafkaFactory
 from support.mirror import (
     ContinuousMirror,
@@ -436,13 +437,17 @@ def test_unreachable_cluster_is_an_alert(cluster_a: KafkaCluster, tmp_path: Path
 
 
 def test_two_hops_upstream_clusters_and_replication_hops(
-    cluster_a: KafkaCluster,
-    cluster_b: KafkaCluster,
-    cluster_c: KafkaCluster,
+    own_kafka: Callable[..., KRaftBroker],
     unique_topic: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    a, b, c = (x.bootstrap_servers for x in (cluster_a, cluster_b, cluster_c))
+    """A->B->C on three Apache Kafka clusters of the test's own: the shared ones hold
+    other tests' heartbeat topics, which the mirror rightly carries along (and C would
+    then name their aliases upstream too)."""
+    brokers = [own_kafka(wait=False) for _ in range(3)]
+    for broker in brokers:
+        broker.wait_ready()
+    a, b, c = (broker.bootstrap for broker in brokers)
     topic = unique_topic("hop")
     create_topic(a, topic, 1)
     produce_batch(a, topic, 0, 10, "h")
