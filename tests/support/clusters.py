@@ -2,8 +2,10 @@
 
 Per cluster name (A, B, C, ...), in order:
 1. ``MM_TEST_<NAME>_BOOTSTRAP`` set -> that external cluster, used as is;
-2. a Docker engine answers -> an Apache Kafka container (KRaft, single node);
-3. otherwise an embedded Tansu broker (see mm.embedded).
+2. ``MM_TEST_BROKER=kafka`` -> a one-node Apache Kafka 4.3.1 (KRaft) from the jars
+   of kafka/pom.xml (``MM_KAFKA_JARS``, see support.apache_kafka);
+3. a Docker engine answers -> an Apache Kafka container (KRaft, single node);
+4. otherwise an embedded Tansu broker (see mm.embedded).
 ``MM_TEST_DOCKER=0`` skips the Docker probe.
 """
 
@@ -19,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from mm.embedded import EmbeddedCluster, EmbeddedClusters, probe, procs
+from support.apache_kafka import KRaftBroker
 
 ENV_BOOTSTRAP = "MM_TEST_{name}_BOOTSTRAP"
+ENV_BROKER = "MM_TEST_BROKER"
+BROKER_KINDS = ("kafka", "embedded")
 DEFAULT_KAFKA_IMAGE = "apache/kafka:3.9.1"
 
 
@@ -28,12 +33,20 @@ DEFAULT_KAFKA_IMAGE = "apache/kafka:3.9.1"
 class KafkaCluster:
     name: str
     bootstrap_servers: str
-    kind: str  # "external", "docker" or "embedded"
+    kind: str  # "external", "kafka", "docker" or "embedded"
     log_path: Path | None = None
 
 
 def external_bootstrap(name: str) -> str | None:
     return os.environ.get(ENV_BOOTSTRAP.format(name=name.upper())) or None
+
+
+def broker_kind() -> str:
+    """``$MM_TEST_BROKER``: "kafka" (Apache Kafka from its jars) or "embedded" (default)."""
+    kind = os.environ.get(ENV_BROKER, "") or "embedded"
+    if kind not in BROKER_KINDS:
+        raise ValueError(f"{ENV_BROKER}={kind!r}: expected one of {', '.join(BROKER_KINDS)}")
+    return kind
 
 
 def any_external() -> list[str]:
@@ -115,6 +128,7 @@ class KafkaFactory:
         self._clusters: dict[str, KafkaCluster] = {}
         self._embedded: EmbeddedClusters | None = None
         self._containers: list[DockerKafka] = []
+        self._brokers: list[KRaftBroker] = []
         self._docker: bool | None = None
 
     @property
@@ -133,6 +147,10 @@ class KafkaFactory:
         bootstrap = external_bootstrap(name)
         if bootstrap:
             return KafkaCluster(name, bootstrap, "external")
+        if broker_kind() == "kafka":
+            broker = KRaftBroker(self.run_dir / f"kafka-{name}")
+            self._brokers.append(broker)
+            return KafkaCluster(name, broker.bootstrap, "kafka", broker.log_path)
         if self.use_docker:
             container = DockerKafka(name)
             self._containers.append(container)
@@ -180,6 +198,9 @@ class KafkaFactory:
         return "\n".join(lines)
 
     def close(self) -> None:
+        for broker in self._brokers:
+            broker.stop()
+        self._brokers.clear()
         for container in self._containers:
             container.stop()
         self._containers.clear()
