@@ -330,12 +330,12 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Mirror ``ranges`` concurrently, then acknowledge their offset syncs together;
         raises the first failure once every range has run to its end (each commits on
         its own)."""
-        from mm.source.task import flush_syncs, read_states, worker_pool
+        from mm.source.task import flush_syncs, reused_producer_states, worker_pool
 
         states: dict[tuple[str, int], Any] = {}
         if self.runtime.pool_max_clients > 0 and len(ranges) > 1:
-            # one OffsetFetch for every range (a reused producer's range needs no own)
-            states = read_states(self.runtime, list(ranges), pool=worker_pool(self.runtime))
+            # one OffsetFetch for the ranges whose producer is reused (no own read then)
+            states = reused_producer_states(self.runtime, list(ranges), worker_pool(self.runtime))
         # the ranges' last offset syncs, acknowledged together when all are done
         pending: list[Any] = []
         futures = [

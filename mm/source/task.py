@@ -322,6 +322,25 @@ def read_states(
         return out
 
 
+def reused_producer_states(
+    rt: FlowRuntime,
+    specs: list[RangeSpec],
+    pool: ClientPool,
+    clients: MirrorClients = DEFAULT_CLIENTS,
+) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """Committed states of the ranges whose transactional producer ``pool`` holds, in
+    one OffsetFetch (the :func:`mirror_range` ``state_hint`` of each).
+
+    Only those: a pooled producer stays the partition's one writer until fenced, so
+    the state read now is what it committed last. A range whose producer is new must
+    fence first (``init_transactions``) and read after, in :func:`mirror_range`; read
+    before, the position could miss a zombie's last commit, and a transaction a killed
+    worker left open would hold the read (UNSTABLE_OFFSET_COMMIT) until it times out.
+    """
+    held = [s for s in specs if pool.holds("txn-producer", _producer_conf(rt, s))]
+    return read_states(rt, held, clients=clients, pool=pool) if len(held) > 1 else {}
+
+
 @contextmanager
 def _leased(pool: ClientPool | None) -> Iterator[ClientPool]:
     """``pool``, or a pool for this call only whose clients are closed when it ends."""

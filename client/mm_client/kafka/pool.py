@@ -82,6 +82,12 @@ class ClientPool:
         with self._lock:
             return len(self._idle)
 
+    def holds(self, kind: str, conf: Mapping[str, Any]) -> bool:
+        """Whether an idle client of ``kind`` with ``conf`` is there to lend."""
+        key = pool_key(kind, conf)
+        with self._lock:
+            return any(slot[0] == key for slot in self._idle)
+
     def _take(self, key: PoolKey) -> Any | None:
         with self._lock:
             # the most recently returned client of this key: it is the warmest

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mm_client.kafka.pool import ClientPool
 
+from mm.source.clients import MirrorClients
 from mm.source.spec import RangeSpec
 from mm.source.task import RecordTooLargeError, mirror_range
 from tests.support.fake_kafka import (
@@ -197,3 +198,39 @@ def test_a_failed_range_drops_its_clients() -> None:
     result = mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 10, 20), clients=clients, pool=pool)
     assert result.resumed_from == 10 and result.position == 20
     assert target.inits == 2
+
+
+def test_states_are_read_ahead_only_for_ranges_whose_producer_is_reused() -> None:
+    """A fresh producer must fence before its partition's position is read (a read ahead
+    could miss a zombie's last commit, or wait out the transaction a killed worker left
+    open): the task's one OffsetFetch covers only the ranges with a pooled producer."""
+    from mm.source.task import _producer_conf, reused_producer_states
+
+    source, target = _source(0), FakeCluster("B")
+    target.offsets["__mm.mirror.A.B"] = {(TARGET_TOPIC, p): (10 * p, "") for p in range(4)}
+    rt = runtime()
+    base = fake_clients(source, target, TARGET)
+    asked: list[list[tuple[str, int]]] = []
+
+    def consumer(conf: dict[str, Any]) -> Any:
+        made = base.consumer(conf)
+        committed = made.committed
+
+        def recorded(tps: list[Any], timeout: float = 0) -> Any:
+            asked.append([(tp.topic, tp.partition) for tp in tps])
+            return committed(tps, timeout)
+
+        made.committed = recorded
+        return made
+
+    clients = MirrorClients(base.producer, consumer, base.sync_producer)
+    specs = [RangeSpec(TOPIC, p, TARGET_TOPIC, 0, 5) for p in range(4)]
+    pool = ClientPool()
+    assert reused_producer_states(rt, specs, pool, clients) == {}
+    assert asked == []  # every producer would be new: nothing read ahead
+    for spec in specs[1:3]:  # two producers left in the pool by earlier ranges
+        with pool.lease("txn-producer", _producer_conf(rt, spec), clients.producer):
+            pass
+    states = reused_producer_states(rt, specs, pool, clients)
+    assert asked == [[(TARGET_TOPIC, 1), (TARGET_TOPIC, 2)]]
+    assert {k: v[0] for k, v in states.items()} == {(TARGET_TOPIC, 1): 10, (TARGET_TOPIC, 2): 20}
