@@ -55,16 +55,23 @@ class TailWatch:
         self._topic = topic
         self._hw = dict.fromkeys(range(partitions), 0)
 
-    def open_transactions(self) -> list[int]:
-        out = []
+    def tails(self) -> dict[int, tuple[int, int]]:
+        """(last stable offset, high watermark) of each partition that answers."""
+        out = {}
         for p, hw in self._hw.items():
             error, new_hw, lso, _, _ = fetch(self._conn, self._topic, p, hw, 1, wait_ms=1)
             if error:
                 continue  # e.g. the target topic does not exist yet
             self._hw[p] = max(hw, new_hw)
-            if 0 <= lso < new_hw:
-                out.append(p)
+            out[p] = (lso, new_hw)
         return out
+
+    def open_transactions(self) -> list[int]:
+        return [p for p, (lso, hw) in self.tails().items() if 0 <= lso < hw]
+
+    def first_transactions_open(self) -> list[int]:
+        """Partitions whose first transaction is open: records, none committed yet."""
+        return [p for p, (lso, hw) in self.tails().items() if lso == 0 < hw]
 
     def close(self) -> None:
         self._conn.close()
