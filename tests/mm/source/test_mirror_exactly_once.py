@@ -405,7 +405,7 @@ def test_kill_9_three_times_on_apache_kafka(
         cluster_a.bootstrap_servers,
         topic,
         PARTITIONS,
-        rate_per_partition=400,
+        rate_per_partition=250,
         seed=seed,
         transactional_share=0.0,
     ).start()
