@@ -1,6 +1,6 @@
 """Shared fixtures: Kafka clusters A/B/C, durable (restartable) clusters, unique names.
 
-Clusters come from MM_TEST_<NAME>_BOOTSTRAP, else Docker (Apache Kafka), else
+Clusters come from MMTEST_<NAME>_BOOTSTRAP, else Docker (Apache Kafka), else
 embedded Tansu brokers; see tests/support/clusters.py.
 """
 

@@ -1,12 +1,12 @@
 """Kafka clusters for the tests, found or started once per session.
 
 Per cluster name (A, B, C, ...), in order:
-1. ``MM_TEST_<NAME>_BOOTSTRAP`` set -> that external cluster, used as is;
-2. ``MM_TEST_BROKER=kafka`` -> a one-node Apache Kafka 4.3.1 (KRaft) from the jars
+1. ``MMTEST_<NAME>_BOOTSTRAP`` set -> that external cluster, used as is;
+2. ``MMTEST_BROKER=kafka`` -> a one-node Apache Kafka 4.3.1 (KRaft) from the jars
    of kafka/pom.xml (``MM_KAFKA_JARS``, see support.apache_kafka);
 3. a Docker engine answers -> an Apache Kafka container (KRaft, single node);
 4. otherwise an embedded Tansu broker (see mm.embedded).
-``MM_TEST_DOCKER=0`` skips the Docker probe.
+``MMTEST_DOCKER=0`` skips the Docker probe.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 from mm.embedded import EmbeddedCluster, EmbeddedClusters, probe, procs
 from support.apache_kafka import KRaftBroker
 
-ENV_BOOTSTRAP = "MM_TEST_{name}_BOOTSTRAP"
-ENV_BROKER = "MM_TEST_BROKER"
+ENV_BOOTSTRAP = "MMTEST_{name}_BOOTSTRAP"
+ENV_BROKER = "MMTEST_BROKER"
 BROKER_KINDS = ("kafka", "embedded")
 DEFAULT_KAFKA_IMAGE = "apache/kafka:3.9.1"
 
@@ -42,7 +42,7 @@ def external_bootstrap(name: str) -> str | None:
 
 
 def broker_kind() -> str:
-    """``$MM_TEST_BROKER``: "kafka" (Apache Kafka from its jars) or "embedded" (default)."""
+    """``$MMTEST_BROKER``: "kafka" (Apache Kafka from its jars) or "embedded" (default)."""
     kind = os.environ.get(ENV_BROKER, "") or "embedded"
     if kind not in BROKER_KINDS:
         raise ValueError(f"{ENV_BROKER}={kind!r}: expected one of {', '.join(BROKER_KINDS)}")
@@ -50,12 +50,12 @@ def broker_kind() -> str:
 
 
 def any_external() -> list[str]:
-    return sorted(k for k in os.environ if k.startswith("MM_TEST_") and k.endswith("_BOOTSTRAP"))
+    return sorted(k for k in os.environ if k.startswith("MMTEST_") and k.endswith("_BOOTSTRAP"))
 
 
 def docker_available() -> bool:
     """A quick check: a socket or DOCKER_HOST first, then a ping with a short timeout."""
-    if os.environ.get("MM_TEST_DOCKER") == "0":
+    if os.environ.get("MMTEST_DOCKER") == "0":
         return False
     sockets = [Path("/var/run/docker.sock"), Path.home() / ".docker/run/docker.sock"]
     if not os.environ.get("DOCKER_HOST") and not any(s.exists() for s in sockets):
@@ -102,7 +102,7 @@ class DockerKafka:
             "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
             "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         }
-        image = image or os.environ.get("MM_TEST_KAFKA_IMAGE", DEFAULT_KAFKA_IMAGE)
+        image = image or os.environ.get("MMTEST_KAFKA_IMAGE", DEFAULT_KAFKA_IMAGE)
         self.container: Any = DockerContainer(image).with_bind_ports(9092, port)
         for key, value in env.items():
             self.container.with_env(key, value)
