@@ -241,11 +241,19 @@ def _positions(
     catalogs: dict[Key, PartitionCatalog],
     timeout: float,
 ) -> dict[Key, int]:
-    """The restore positions already committed on the target, per (target topic, p)."""
+    """The restore positions already committed on the target, per (target topic, p):
+    the plan's view (the report's "from").
+
+    Read without waiting for stable offsets (read_uncommitted: no require_stable). A
+    restore killed mid-transaction leaves that transaction open until the next
+    ``init_transactions`` of its id or the broker's transaction timeout, and a stable
+    read would wait for it (measured on Apache Kafka: the whole default timeout, then
+    an error); the last committed position is what it answers meanwhile. Each task
+    fences first and reads the stable position itself (:mod:`mm.restore.task`)."""
     if not catalogs:
         return {}
     consumer = new_consumer(
-        {**consumer_conf, "group.id": state_group(region), "isolation.level": "read_committed"}
+        {**consumer_conf, "group.id": state_group(region), "isolation.level": "read_uncommitted"}
     )
     try:
         tps = [TopicPartition(names[t], p) for t, p in sorted(catalogs)]
