@@ -327,15 +327,30 @@ def read_topic_committed(bootstrap: str, topic: str, partitions: int) -> dict[in
     return out
 
 
+CREATE_TIME = 1  # confluent-kafka's TIMESTAMP_CREATE_TIME
+
+
 def contents(records: Iterable[Rec]) -> list[tuple[Any, ...]]:
     return [r.content for r in records]
 
 
-def assert_same_records(source: dict[int, list[Rec]], target: dict[int, list[Rec]]) -> None:
-    """Per partition, the target holds exactly the source's records, in order."""
+def expected_contents(source: Iterable[Rec], create_time: bool = False) -> list[tuple[Any, ...]]:
+    """What the target must hold of ``source``; ``create_time``: stamped as CreateTime."""
+    out = contents(source)
+    return [(*c[:3], CREATE_TIME, c[4]) for c in out] if create_time else out
+
+
+def assert_same_records(
+    source: dict[int, list[Rec]], target: dict[int, list[Rec]], *, target_create_time: bool = False
+) -> None:
+    """Per partition, the target holds exactly the source's records, in order.
+
+    ``target_create_time``: the source topic stamps its records at append
+    (``message.timestamp.type = LogAppendTime``, which the mirror does not copy, as MM2):
+    the target's records carry the same timestamps as CreateTime."""
     assert sorted(target) == sorted(source), "partition sets differ"
     for p in sorted(source):
-        src, tgt = contents(source[p]), contents(target[p])
+        src, tgt = expected_contents(source[p], target_create_time), contents(target[p])
         if src == tgt:
             continue
         first = next(
@@ -380,15 +395,25 @@ def describe_log(bootstrap: str, topic: str, partition: int, near: int | None = 
 
 
 def wait_for_records(
-    bootstrap: str, topic: str, partitions: int, expected: dict[int, list[Rec]], timeout: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: dict[int, list[Rec]],
+    timeout: float,
+    *,
+    target_create_time: bool = False,
 ) -> dict[int, list[Rec]]:
-    """Poll ``topic`` until it holds ``expected``'s contents (or the deadline passes)."""
+    """Poll ``topic`` until it holds ``expected``'s contents (or the deadline passes);
+    ``target_create_time`` as in :func:`assert_same_records`."""
     deadline = time.monotonic() + timeout
     got: dict[int, list[Rec]] = {}
     while True:
         if partition_count(bootstrap, topic) == partitions:
             got = read_topic(bootstrap, topic, partitions)
-            if all(contents(got[p]) == contents(expected[p]) for p in expected):
+            if all(
+                contents(got[p]) == expected_contents(expected[p], target_create_time)
+                for p in expected
+            ):
                 return got
         if time.monotonic() > deadline:
             counts = {p: len(v) for p, v in got.items()}

@@ -89,8 +89,15 @@ def _produce_phase_two(bootstrap: str, topic: str, ts: int) -> None:
 
 
 def _committed(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, ...]]:
-    """(offset, key, value, headers, timestamp) of Kafka's read_committed records."""
+    """(offset, key, value, headers, timestamp) of Kafka's read_committed records, once no
+    transaction is open: Apache Kafka writes a transaction's markers after the producer's
+    commit returned, so right after it the last transaction can still read as open."""
+    deadline = time.monotonic() + 30
     view = committed_view(read_log(bootstrap, topic, partition))
+    while view.open_records and time.monotonic() < deadline:
+        time.sleep(0.1)
+        view = committed_view(read_log(bootstrap, topic, partition))
+    assert not view.open_records, f"{topic}[{partition}]: a transaction still open after 30 s"
     return [(r.offset, r.key, r.value, tuple(r.headers or ()), r.timestamp) for r in view.records]
 
 

@@ -91,6 +91,7 @@ def test_target_has_source_partition_count_and_records(
     assert_same_records(
         read_topic(cluster_a.bootstrap_servers, topics_run.cfg_topic, 3),
         read_topic(cluster_b.bootstrap_servers, target, 3),
+        target_create_time=True,
     )
 
 
@@ -141,7 +142,9 @@ def test_source_defaults_copy_every_config_set_on_the_source(
         assert target.get(name, (None, 0))[0] == value, f"{name}: {target.get(name)}"
     for name, value in EXCLUDED.items():
         assert target.get(name, (None, 0))[0] != value, f"{name} copied: {target.get(name)}"
-    assert_same_records(read_topic(a, topic, 2), read_topic(b, f"A.{topic}", 2))
+    assert_same_records(
+        read_topic(a, topic, 2), read_topic(b, f"A.{topic}", 2), target_create_time=True
+    )
 
 
 def alter_topic_configs(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
@@ -179,7 +182,9 @@ def test_config_change_on_source_reaches_running_mirror_target(
     mirror = ContinuousMirror(props, tmp_path)
     try:
         # the target exists and holds the records: the mirror is up
-        wait_for_records(b, f"A.{topic}", 1, read_topic(a, topic, 1), timeout=120)
+        wait_for_records(
+            b, f"A.{topic}", 1, read_topic(a, topic, 1), timeout=120, target_create_time=True
+        )
         alter_topic_configs(a, topic, changed)
         assert {n: topic_configs(a, topic)[n][0] for n in changed} == changed
         deadline = time.monotonic() + 60
@@ -216,6 +221,7 @@ def test_fewer_target_partitions_is_a_clear_error(
     assert_same_records(
         read_topic(cluster_a.bootstrap_servers, topics_run.cfg_topic, 3),
         read_topic(cluster_b.bootstrap_servers, f"A.{topics_run.cfg_topic}", 3),
+        target_create_time=True,
     )
 
 

@@ -4,7 +4,7 @@ seen, beyond 5 s it is a `clock_skew` alert (JSON, table, metrics); timestamps
 far in the past are plain ages, 0 once a partition is caught up.
 
 The unit tests check the rule; the integration test produces records 1 h ahead
-and 30 days behind to a topic on an embedded A, mirrors it once and reads
+and 30 days behind to a topic on an Apache Kafka source of its own, mirrors it once and reads
 `mm status --json`.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from status_support import flow_of, partition_of, status, write_properties
+from support.apache_kafka import KRaftBroker
 from support.clusters import KafkaCluster
 from support.mirror import create_topic, run_mirror_once
 
@@ -86,12 +87,14 @@ def test_skew_is_in_the_json_and_the_metrics() -> None:
 
 @pytest.mark.integration
 def test_status_with_records_an_hour_ahead_and_a_month_behind(
-    cluster_a: KafkaCluster,
+    own_kafka: Callable[..., KRaftBroker],
     cluster_b: KafkaCluster,
     unique_topic: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    # a source of the test's own: the shared A's `heartbeats` topic holds other tests'
+    # heartbeats, which the mirror carries to B, and their age is a latency alert
+    a, b = own_kafka().bootstrap, cluster_b.bootstrap_servers
     topic = unique_topic("skew")
     create_topic(a, topic, 2)
     now = time.time_ns() // 1_000_000
@@ -99,8 +102,8 @@ def test_status_with_records_an_hour_ahead_and_a_month_behind(
     producer.produce(topic, b"future", partition=0, timestamp=now + HOUR_MS)
     producer.produce(topic, b"ancient", partition=1, timestamp=now - 30 * DAY_MS)
     assert producer.flush(30) == 0
-    # A under the alias SKEW: no heartbeats of other tests (SKEW.heartbeats on B is
-    # this test's own), so the only alert can come from the skew
+    # the source under the alias SKEW: nothing of other tests on B under that name, so
+    # the only alert can come from the skew
     cfg = write_properties(
         tmp_path / "mm.properties",
         {"SKEW": a, "B": b},
