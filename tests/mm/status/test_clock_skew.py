@@ -96,7 +96,9 @@ def test_status_with_records_an_hour_ahead_and_a_month_behind(
     # heartbeats, which the mirror carries to B, and their age is a latency alert
     a, b = own_kafka().bootstrap, cluster_b.bootstrap_servers
     topic = unique_topic("skew")
-    create_topic(a, topic, 2)
+    # kept forever: Apache Kafka's retention (7 days by default) deletes a month-old
+    # record at its first retention check, 30 s after the broker started
+    create_topic(a, topic, 2, {"retention.ms": "-1"})
     now = time.time_ns() // 1_000_000
     producer = Producer({"bootstrap.servers": a})
     producer.produce(topic, b"future", partition=0, timestamp=now + HOUR_MS)
