@@ -32,7 +32,10 @@ from mm_client.errors import RecordDecodeError
 from mm_client.records import OffsetSync, sync_flags
 from mm_client.translation import translate_offset
 
+from mm.config import build_config
 from mm.kafka.rawlog import committed_view, read_log
+from mm.logs import get_logger
+from mm.source.topics import TopicMirrorPlanner
 
 MIRROR_TIMEOUT = 300.0
 _NAME = re.compile(r"[A-Za-z0-9-]+")
@@ -661,3 +664,33 @@ def assert_translation_exact(
             f"{len(wrong)} offsets: {wrong[:10]}; syncs {list(zip(ups, downs, strict=True))[:40]}"
         )
     return checked
+
+
+def topic_planner(
+    source: str, target: str, props: dict[str, str], *, sync_configs: bool = False
+) -> TopicMirrorPlanner:
+    """The topic planner of flow A->B from ``source`` to ``target`` (bootstrap servers),
+    with the flow's ``props`` (MM2 keys)."""
+    flow = build_config(
+        {
+            "clusters": "A, B",
+            "A.bootstrap.servers": source,
+            "B.bootstrap.servers": target,
+            "A->B.enabled": "true",
+            **props,
+        }
+    ).flow("A", "B")
+    return TopicMirrorPlanner(
+        {"bootstrap.servers": source},
+        {"bootstrap.servers": target},
+        topic_filter=flow.topic_filter,
+        config_filter=flow.config_property_filter,
+        policy=flow.policy(),
+        source_alias="A",
+        target_alias="B",
+        replication_factor=-1,
+        sync_configs=sync_configs,
+        sync_configs_interval=flow.sync_topic_configs_interval_seconds,
+        use_defaults_from=flow.use_defaults_from,
+        log=get_logger("test"),
+    )

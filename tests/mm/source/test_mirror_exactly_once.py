@@ -250,6 +250,29 @@ def _summary(views: dict[int, CommittedView]) -> str:
     )
 
 
+def _kill_setup(
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    topic: str,
+    tmp_path: Path,
+    settings: dict[str, str],
+) -> tuple[int, random.Random, str, Path]:
+    """A kill test's seed (printed), its random source, its topic (created) and the
+    mirror's configuration (``settings`` with slow transactions)."""
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
+    config = mirror_properties(
+        tmp_path / "mm.properties",
+        cluster_a.bootstrap_servers,
+        cluster_b.bootstrap_servers,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra={**settings, **SLOW_TRANSACTIONS},
+    )
+    return seed, random.Random(seed), topic, config
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_exactly_once_across_kill_9(
@@ -261,18 +284,8 @@ def test_exactly_once_across_kill_9(
 ) -> None:
     """4 x kill -9 of a continuous mirror while the source keeps growing, then drain:
     each source record is in the target exactly once, in order; no process survives a kill."""
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    print(f"seed {seed}")
-    topic = unique_topic("eos")
-    create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
-    config = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
-        [topic],
-        state_dir=tmp_path / "state",
-        extra={**MIRROR_SETTINGS, **SLOW_TRANSACTIONS},
+    seed, rng, topic, config = _kill_setup(
+        cluster_a, cluster_b, unique_topic("eos"), tmp_path, MIRROR_SETTINGS
     )
     runs = runs_factory(config)
     producer = BackgroundProducer(
@@ -384,18 +397,8 @@ def test_kill_9_three_times_on_apache_kafka(
         KafkaCluster(name, broker.bootstrap, "kafka", broker.log_path)
         for name, broker in zip("AB", brokers, strict=True)
     )
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    print(f"seed {seed}")
-    topic = unique_topic("kill")
-    create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
-    config = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
-        [topic],
-        state_dir=tmp_path / "state",
-        extra={"mm.mirror.trigger.seconds": "0.5", **SLOW_TRANSACTIONS},
+    seed, rng, topic, config = _kill_setup(
+        cluster_a, cluster_b, unique_topic("kill"), tmp_path, {"mm.mirror.trigger.seconds": "0.5"}
     )
     runs = runs_factory(config)
     # plain records only: no source transaction markers, so no sync point closes the

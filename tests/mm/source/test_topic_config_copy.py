@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigSource
+from support.mirror import topic_planner
 
 import mm.source.topics as topics_module
 from mm.config import build_config
 from mm.errors import MirrorError
-from mm.logs import get_logger
 from mm.source.topics import (
     MirroredTopic,
     TopicMirrorPlanner,
@@ -306,29 +306,8 @@ class _LateMetadataAdmin:
 
 
 def _planner(sync_configs: bool = False, **props: str) -> TopicMirrorPlanner:
-    flow = build_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": "a:9092",
-            "B.bootstrap.servers": "b:9092",
-            "A->B.enabled": "true",
-            **props,
-        }
-    ).flow("A", "B")
-    return TopicMirrorPlanner(
-        {"bootstrap.servers": "a:9092"},  # never contacted: the broker calls are faked
-        {"bootstrap.servers": "b:9092"},
-        topic_filter=flow.topic_filter,
-        config_filter=flow.config_property_filter,
-        policy=flow.policy(),
-        source_alias="A",
-        target_alias="B",
-        replication_factor=-1,
-        sync_configs=sync_configs,
-        sync_configs_interval=flow.sync_topic_configs_interval_seconds,
-        use_defaults_from=flow.use_defaults_from,
-        log=get_logger("test"),
-    )
+    # a:9092 and b:9092 are never contacted: the broker calls are faked
+    return topic_planner("a:9092", "b:9092", props, sync_configs=sync_configs)
 
 
 def test_a_just_created_target_whose_metadata_is_late_is_described_again() -> None:

@@ -12,10 +12,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.apache_kafka import KRaftBroker
-
-from mm.config import build_config
-from mm.logs import get_logger
-from mm.source.topics import TopicMirrorPlanner
+from support.mirror import topic_planner
 
 pytestmark = pytest.mark.integration
 
@@ -26,32 +23,10 @@ def test_many_new_target_topics_are_created_and_described(
     own_kafka: Callable[..., KRaftBroker], unique_topic: Callable[..., str]
 ) -> None:
     broker = own_kafka()
-    conf = {"bootstrap.servers": broker.bootstrap}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     prefix = unique_topic("new")
-    flow = build_config(
-        {
-            "clusters": "A, B",
-            "A.bootstrap.servers": broker.bootstrap,  # one cluster is both ends here
-            "B.bootstrap.servers": broker.bootstrap,
-            "A->B.enabled": "true",
-            "A->B.topics": f"{prefix}-.*",
-        }
-    ).flow("A", "B")
-    planner = TopicMirrorPlanner(
-        conf,
-        conf,
-        topic_filter=flow.topic_filter,
-        config_filter=flow.config_property_filter,
-        policy=flow.policy(),
-        source_alias="A",
-        target_alias="B",
-        replication_factor=-1,
-        sync_configs=False,
-        sync_configs_interval=flow.sync_topic_configs_interval_seconds,
-        use_defaults_from=flow.use_defaults_from,
-        log=get_logger("test"),
-    )
-    admin = AdminClient(conf)
+    # one cluster is both ends here
+    planner = topic_planner(broker.bootstrap, broker.bootstrap, {"A->B.topics": f"{prefix}-.*"})
     for r in range(ROUNDS):
         names = [f"{prefix}-{r}-{i}" for i in range(PER_ROUND)]
         new = [
