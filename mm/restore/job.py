@@ -434,19 +434,12 @@ def _groups(
 def _high_watermarks(
     consumer_conf: dict[str, str], keys: list[Key], timeout: float
 ) -> dict[Key, int]:
-    """Each restored partition's end past its last record. The high watermark, not the
-    last stable offset: once the restore's transactions are done they are the same on
-    Apache Kafka, and a broker whose last stable offset lags (the embedded Tansu) must
-    not put a group's end below records it holds."""
-    consumer = new_consumer({**consumer_conf, "group.id": "mm-restore-ends"})
-    try:
-        out = {}
-        for t, p in keys:
-            try:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout)
-            except KafkaException as exc:
-                raise wrap(exc, f"end offset of {t}[{p}]") from exc
-            out[(t, p)] = int(high)
-        return out
-    finally:
-        consumer.close()
+    """Each restored partition's end past its last record: the high watermark from a
+    real fetch (:func:`mm.kafka.watermarks.watermarks`), not the last stable offset:
+    once the restore's transactions are done they are the same on Apache Kafka, and a
+    broker whose last stable offset lags or whose ListOffsets(latest) under-reports
+    (the embedded Tansu; a restore under load once read an end of 0 there) must not
+    put a group's end below records it holds."""
+    from mm.kafka.watermarks import watermarks
+
+    return {key: end for key, (_start, end) in watermarks(consumer_conf, keys, timeout).items()}
