@@ -33,6 +33,9 @@ DEFAULTS: dict[str, str] = {
     # per large micro-batch, taken from the workers and brokers on small hosts.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
     "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    # Spark's worker daemon, minus the traceback of a worker whose task a stop
+    # interrupted (see mm.spark_daemon)
+    "spark.python.daemon.module": "mm.spark_daemon",
 }
 
 

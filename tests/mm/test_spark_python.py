@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,39 @@ def test_launcher_runs_the_module_with_the_installed_pyspark(tmp_path: Path) -> 
     shutil.copy(own_zip, foreign)
     got = _run_launcher(tmp_path, [str(foreign)])
     assert str(got["pyspark"]).startswith(str(foreign)), got
+
+
+@pytest.mark.unit
+def test_a_worker_the_jvm_hung_up_on_ends_quietly() -> None:
+    """The daemon's worker, wrapped: a reset or broken connection (the JVM ended the
+    task) is the failure code the daemon gives a worker it must not reuse, not a
+    traceback; every other outcome is the worker's own."""
+    from mm.spark_daemon import quiet_when_hung_up
+
+    def hung_up(error: type[OSError]) -> Any:
+        def worker(sock: object, authenticated: bool) -> int:
+            raise error(104, "Connection reset by peer")
+
+        return worker
+
+    assert quiet_when_hung_up(hung_up(ConnectionResetError))(None, True) == 1
+    assert quiet_when_hung_up(hung_up(BrokenPipeError))(None, True) == 1
+    assert quiet_when_hung_up(lambda sock, authenticated: 0)(None, True) == 0
+    with pytest.raises(PermissionError):
+        quiet_when_hung_up(hung_up(PermissionError))(None, True)
+
+
+def test_spark_workers_run_under_the_quiet_daemon() -> None:
+    """A session from build_spark forks its Python workers from mm.spark_daemon."""
+    from mm.spark_session import build_spark
+
+    spark = build_spark("daemon-test", {"spark.master": "local[1]"})
+    try:
+        names = (
+            spark.sparkContext.parallelize([0], 1)
+            .map(lambda _: sys.modules["__main__"].__spec__.name)
+            .collect()
+        )
+    finally:
+        spark.stop()
+    assert names == ["mm.spark_daemon"]

@@ -1,0 +1,47 @@
+"""Spark's Python worker daemon, without the traceback of a worker the JVM hung up on.
+
+Spark forks every Python worker from one daemon process (``pyspark.daemon``). When
+a task is interrupted (a stopping job stops its streaming query in the middle of a
+micro-batch), the JVM closes that worker's socket. The worker's last flush then
+fails with a reset connection, and with ``spark.python.daemon.killWorkerOnFlushFailure``
+(on by default) the daemon prints that exception's traceback to the driver's
+stderr: ``mm run`` stopped by SIGTERM ended with a traceback although nothing had
+gone wrong. The JVM already knows the task ended (it ended it), so this daemon
+ends such a worker quietly, exactly as the daemon ends a worker that failed:
+the worker process exits and Spark starts a new one when it needs one. Every
+other exception is the daemon's as before.
+
+Spark runs it through ``spark.python.daemon.module`` (set by
+:mod:`mm.spark_session`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+HUNG_UP = (BrokenPipeError, ConnectionResetError)
+
+
+def quiet_when_hung_up(worker: Callable[..., int]) -> Callable[..., int]:
+    """``worker``, returning a failure code instead of raising when the JVM hung up."""
+
+    def run(*args: Any) -> int:
+        try:
+            return worker(*args)
+        except HUNG_UP:
+            return 1  # the daemon's code for a worker that must not be reused
+
+    return run
+
+
+def main() -> None:
+    import pyspark.daemon as daemon
+
+    # the manager looks ``worker`` up in its module each time it forks a worker
+    daemon.worker = quiet_when_hung_up(daemon.worker)
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()
