@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -197,11 +197,14 @@ class KRaftBroker(_JavaProcess):
         *,
         heap: str = "768m",
         extra: Mapping[str, object] | None = None,
+        format_args: Sequence[str] = (),
         wait: bool = True,
         timeout: float = 90.0,
     ) -> None:
         """Format and start the broker; with ``wait`` (default) return once it is ready,
-        else call :meth:`wait_ready` (start several brokers at once that way)."""
+        else call :meth:`wait_ready` (start several brokers at once that way).
+        ``extra`` overrides or adds server properties; ``format_args`` are added to
+        ``kafka-storage format`` (SCRAM users: ``--add-scram``)."""
         super().__init__(workdir)
         self.port = procs.free_port()
         self.controller_port = procs.free_port()
@@ -212,13 +215,9 @@ class KRaftBroker(_JavaProcess):
             "process.roles": "broker,controller",
             "node.id": 1,
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": (
-                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
-            ),
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            **self._listener_props(),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": self.dir / "data",
             "num.partitions": 1,
             "default.replication.factor": 1,
@@ -246,6 +245,7 @@ class KRaftBroker(_JavaProcess):
                 cluster_id,
                 "-c",
                 str(self.config),
+                *format_args,
                 heap="256m",
                 log4j2=log4j2,
             ),
@@ -263,6 +263,16 @@ class KRaftBroker(_JavaProcess):
         self._spawn(self._argv)
         if wait:
             self.wait_ready(timeout)
+
+    def _listener_props(self) -> dict[str, object]:
+        """PLAINTEXT on :attr:`port` (the one the tests and the probe use), CONTROLLER."""
+        return {
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        }
 
     def kill(self) -> None:
         """SIGKILL the broker (a crash: no controlled shutdown, no flush); its data stays."""
