@@ -182,6 +182,7 @@ def main() -> None:
         a = brokers["A"].bootstrap
         admin = AdminClient({"bootstrap.servers": a})
         admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
+        del admin  # no client left retrying the brokers once they stop
         writer = Writer(a, args.partitions, args.rate)
         writer.thread.start()
         time.sleep(args.backlog)

@@ -230,6 +230,11 @@ class KRaftBroker(_JavaProcess):
             "share.coordinator.state.topic.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
             "auto.create.topics.enable": "false",
+            # many tests write records with fixed historical timestamps (2020, 2023):
+            # the 7-day default would delete them when the retention check first runs
+            # (30 s after start, then every 5 min), in the middle of a test; a test
+            # about retention sets retention.ms on its topic
+            "log.retention.ms": -1,
             **(extra or {}),
         }
         self.config = write_properties(self.dir / "server.properties", props)

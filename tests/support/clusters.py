@@ -2,11 +2,12 @@
 
 Per cluster name (A, B, C, ...), in order:
 1. ``MMTEST_<NAME>_BOOTSTRAP`` set -> that external cluster, used as is;
-2. ``MMTEST_BROKER=kafka`` -> a one-node Apache Kafka 4.3.1 (KRaft) from the jars
-   of kafka/pom.xml (``MM_KAFKA_JARS``, see support.apache_kafka);
-3. a Docker engine answers -> an Apache Kafka container (KRaft, single node);
-4. otherwise an embedded Tansu broker (see mm.embedded).
-``MMTEST_DOCKER=0`` skips the Docker probe.
+2. by default (``MMTEST_BROKER=kafka``) -> a one-node Apache Kafka 4.3.1 (KRaft)
+   from the jars of kafka/pom.xml (``MM_KAFKA_JARS``, see support.apache_kafka);
+   without the jars the tests fail naming the fix, never fall back;
+3. ``MMTEST_BROKER=embedded``: a Docker engine answers -> an Apache Kafka
+   container (KRaft, single node), otherwise an embedded Tansu broker (see
+   mm.embedded). ``MMTEST_DOCKER=0`` skips the Docker probe.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def external_bootstrap(name: str) -> str | None:
 
 
 def broker_kind() -> str:
-    """``$MMTEST_BROKER``: "kafka" (Apache Kafka from its jars) or "embedded" (default)."""
-    kind = os.environ.get(ENV_BROKER, "") or "embedded"
+    """``$MMTEST_BROKER``: "kafka" (Apache Kafka from its jars, the default) or "embedded"."""
+    kind = os.environ.get(ENV_BROKER, "") or "kafka"
     if kind not in BROKER_KINDS:
         raise ValueError(f"{ENV_BROKER}={kind!r}: expected one of {', '.join(BROKER_KINDS)}")
     return kind
