@@ -197,9 +197,7 @@ def check_not_past_source_end(
     from mm.source.task import PartitionStoppedError
 
     key = (spec.topic, spec.partition)
-    _, end = watermarks(
-        rt.source_consumer, [key], consumer_factory=clients.consumer, profile=rt.source_profile
-    )[key]
+    _, end = watermarks(rt.source_consumer, [key], consumer_factory=clients.consumer)[key]
     if committed <= end:
         return
     raise PartitionStoppedError(

@@ -138,9 +138,7 @@ def source_ends(rt: FlowRuntime, keys: list[tuple[str, int]]) -> dict[tuple[str,
             )
             _END_PROBES[key] = probe
         admin, consumer = probe
-        marks = watermarks(
-            rt.source_consumer, keys, admin=admin, consumer=consumer, profile=rt.source_profile
-        )
+        marks = watermarks(rt.source_consumer, keys, admin=admin, consumer=consumer)
     return {k: hi for k, (_lo, hi) in marks.items()}
 
 
