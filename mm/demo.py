@@ -166,6 +166,7 @@ def run_demo(records: int = 30_000, keep: bool = False) -> int:
             "clusters = A, B\n"
             f"A.bootstrap.servers = {a}\n"
             f"B.bootstrap.servers = {b}\n"
+            "mm.broker.profile = embedded\n"
             "A->B.enabled = true\n"
             f"A->B.topics = {TOPIC}\n"
             f"mm.state.dir = {tmp}/state\n"

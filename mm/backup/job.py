@@ -7,8 +7,8 @@ A pass, on the driver unless said otherwise:
 2. the committed offsets of the groups ``backup.groups`` selects, on those
    topics (read *before* the log ends, so every saved offset is at most the end
    this pass backs up to);
-3. each partition's (log start, read_committed end) from a real fetch
-   (:func:`mm.kafka.watermarks.watermarks`: right on Apache Kafka and Tansu);
+3. each partition's (log start, read_committed end), read as the cluster's broker
+   profile says (:func:`mm.kafka.watermarks.watermarks`);
 4. each partition's catalog: copies a crashed run left ``COPY_SEGMENT_STARTED``
    are aborted and their files deleted (:func:`recover_partition`); the visible
    segments say where the backup stands;
@@ -234,7 +234,7 @@ def run_backup_once(
     ):
         write_topic_meta(storage.fs, storage.prefix, settings.region, tm)
     keys = [(t, p) for t in topics for p in range(meta.partitions[t])]
-    bounds = watermarks(consumer, keys, timeout)
+    bounds = watermarks(consumer, keys, timeout, profile=cfg.cluster(settings.cluster).profile)
     next_offsets: dict[Key, int | None] = {}
     for t, p in keys:
         catalog, aborted = recover_partition(

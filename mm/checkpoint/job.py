@@ -76,6 +76,7 @@ def _run(
     from mm.checkpoint.reader import (
         OPTION_CONSUMER,
         OPTION_MAX_PER_BATCH,
+        OPTION_PROFILE,
         OPTION_START,
         OPTION_TOPIC,
         OffsetSyncsDataSource,
@@ -110,6 +111,7 @@ def _run(
                 spark.readStream.format("mm_offset_syncs")
                 .option(OPTION_CONSUMER, json.dumps(w.syncs_consumer_conf))
                 .option(OPTION_TOPIC, w.syncs_topic)
+                .option(OPTION_PROFILE, w.syncs_profile.name)
                 .option(OPTION_START, json.dumps(w.snap.syncs_next))
                 .option(OPTION_MAX_PER_BATCH, max_per_batch)
                 .load()

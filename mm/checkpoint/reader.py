@@ -11,12 +11,13 @@ mirror transaction's id; null for syncs mm did not write: see
 :mod:`mm_client.translation`); rows carry the record's offset so the driver can
 see gaps in the topic.
 
-End offsets come from a real fetch's high watermark (:mod:`mm.kafka.watermarks`):
-Tansu's ListOffsets(latest) under-reports the log end, which would leave the
-newest syncs unread until more arrive.
+End offsets come from :func:`mm.kafka.watermarks.watermarks` with the cluster's
+broker profile (``broker.profile``): an end read short would leave the newest
+syncs unread until more arrive.
 
 Options: ``mm.secret.consumer`` (the cluster's librdkafka consumer settings as
-JSON; Spark redacts option names containing "secret"), ``topic``,
+JSON; Spark redacts option names containing "secret"), ``broker.profile`` (the
+name of the cluster's :class:`~mm.kafka.profile.BrokerProfile`), ``topic``,
 ``start.offsets`` (JSON offset where reading starts, from the job's snapshot;
 partitions not named start at their log start), ``max.syncs.per.batch``.
 """
@@ -40,6 +41,7 @@ OPTION_CONSUMER = "mm.secret.consumer"
 OPTION_TOPIC = "topic"
 OPTION_START = "start.offsets"
 OPTION_MAX_PER_BATCH = "max.syncs.per.batch"
+OPTION_PROFILE = "broker.profile"
 
 SYNC_ROW_SCHEMA = (
     "topic string, partition int, upstream long, downstream long, offset long, error string, "
@@ -133,6 +135,7 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def __init__(self, options: dict[str, str]) -> None:
         self.consumer_conf: dict[str, Any] = json.loads(options[OPTION_CONSUMER])
         self.topic = options[OPTION_TOPIC]
+        self.profile_name = options.get(OPTION_PROFILE, "kafka")
         self._start: dict[str, int] = {
             str(k): int(v) for k, v in json.loads(options.get(OPTION_START) or "{}").items()
         }
@@ -170,7 +173,10 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         tps = [(self.topic, p) for p in self._partitions()]
         ends: dict[str, int] = {}
-        for (t, p), (lo, hi) in watermarks(self.consumer_conf, tps).items():
+        from mm.kafka.profile import broker_profile
+
+        profile = broker_profile(self.profile_name)
+        for (t, p), (lo, hi) in watermarks(self.consumer_conf, tps, profile=profile).items():
             k = offset_key(t, p)
             self._log_starts[k] = lo
             ends[k] = hi

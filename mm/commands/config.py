@@ -144,6 +144,7 @@ def _cluster(cluster: ClusterConfig) -> dict[str, Any]:
         "alias": cluster.alias,
         "bootstrap.servers": list(cluster.bootstrap_servers),
         "security.protocol": client.pop("security.protocol", "PLAINTEXT"),
+        "mm.broker.profile": cluster.broker_profile,
         "client": client,
         "inherited": sorted(cluster.inherited),
     }
@@ -174,6 +175,7 @@ def render_check(summary: Mapping[str, Any]) -> str:
         rows = {
             "bootstrap.servers": c["bootstrap.servers"],
             "security.protocol": c["security.protocol"],
+            "mm.broker.profile": c["mm.broker.profile"],
         }
         rows |= {k + (" (top-level)" if k in inherited else ""): v for k, v in c["client"].items()}
         lines += [f"  {c['alias']}", *_aligned(rows, 4)]

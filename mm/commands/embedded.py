@@ -143,6 +143,8 @@ def _print_addresses(state: State) -> None:
     print()
     for c in state.clusters:
         print(f"export MM_{c.name}__BOOTSTRAP_SERVERS={c.bootstrap_servers}")
+        # the embedded broker's profile (mm.kafka.profile): where brokers differ
+        print(f"export MM_{c.name}__MM_BROKER_PROFILE=embedded")
     print(f"# broker logs: {state.run_dir}", flush=True)
 
 

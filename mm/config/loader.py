@@ -51,6 +51,7 @@ from mm.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mm.config.properties import load_properties_with_lines
 from mm.config.settings import parse_settings
 from mm.errors import ConfigError
+from mm.kafka.profile import PROFILES, broker_profile
 from mm.logs import get_logger
 
 if TYPE_CHECKING:
@@ -207,7 +208,11 @@ def build_config(
             other[key] = value
             _note_unused(key)
     _warn_unresolved_references(props)
-    clusters = {a: _cluster(a, cluster_keys[a], inherited, props) for a in aliases}
+    settings = parse_settings(mm)  # unknown mm.* keys: see mm.config.unknown
+    clusters = {
+        a: _cluster(a, cluster_keys[a], inherited, props, settings["broker.profile"])
+        for a in aliases
+    }
     # global flow keys are checked even when no flow is declared yet
     _validated_flow(aliases[0], aliases[-1], "", props, {})
     flows = tuple(_flow(src, tgt, keys, props, aliases) for (src, tgt), keys in flow_keys.items())
@@ -218,7 +223,7 @@ def build_config(
         state_dir=_state_dir(props, cwd),
         mm=mm,
         backup=backup,
-        settings=parse_settings(mm),  # unknown mm.* keys: see mm.config.unknown
+        settings=settings,
         other=other,
         config_path=config_path,
     )
@@ -262,12 +267,16 @@ def _warn_unresolved_references(props: Mapping[str, str]) -> None:
 
 
 def _cluster(
-    alias: str, keys: dict[str, str], inherited: dict[str, str], props: Mapping[str, str]
+    alias: str,
+    keys: dict[str, str],
+    inherited: dict[str, str],
+    props: Mapping[str, str],
+    default_profile: str,
 ) -> ClusterConfig:
     client: dict[str, Any] = {
         prop: _client_value(prop, props[original])
         for prop, original in keys.items()
-        if prop != "bootstrap.servers"
+        if prop not in ("bootstrap.servers", PROFILE_KEY)
     }
     from_top = {k: _client_value(k, v) for k, v in inherited.items() if k not in client}
     bootstrap_key = f"{alias}.bootstrap.servers"
@@ -276,6 +285,7 @@ def _cluster(
         "bootstrap_servers": props.get(bootstrap_key),
         "client": {**from_top, **client},
         "inherited": frozenset(from_top),
+        "broker_profile": _profile(alias, keys, props, default_profile),
     }
     if raw["bootstrap_servers"] is None:
         raise ConfigError(
@@ -287,6 +297,19 @@ def _cluster(
         _raise_config_error(exc, {"bootstrap_servers": bootstrap_key}, raw, lambda f: alias)
     _check_client_conversion(cluster)
     return cluster
+
+
+PROFILE_KEY = "mm.broker.profile"  # <alias>.mm.broker.profile (see mm.kafka.profile)
+
+
+def _profile(alias: str, keys: dict[str, str], props: Mapping[str, str], default: str) -> str:
+    if PROFILE_KEY not in keys:
+        return default
+    raw = props[keys[PROFILE_KEY]]
+    try:
+        return broker_profile(raw).name
+    except ValueError:
+        raise ConfigError(f"{alias}.{PROFILE_KEY}", raw, f"one of {', '.join(PROFILES)}") from None
 
 
 def _client_value(prop: str, value: str) -> str:

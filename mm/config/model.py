@@ -39,6 +39,7 @@ from mm.config.librdkafka import (
     to_librdkafka,
 )
 from mm.errors import ConfigError
+from mm.kafka.profile import PROFILES, BrokerProfile
 
 if TYPE_CHECKING:
     from mm_client.policy import ReplicationPolicy
@@ -195,6 +196,11 @@ class ClusterConfig(BaseModel):
         default_factory=frozenset,
         description="Keys of `client` that came from top-level settings (for error messages).",
     )
+    broker_profile: Literal["kafka", "embedded"] = Field(
+        default="kafka",
+        description="`<alias>.mm.broker.profile` (else `mm.broker.profile`): what the cluster's "
+        "broker is where brokers differ (mm.kafka.profile).",
+    )
 
     @field_validator("client", mode="after")
     @classmethod
@@ -203,6 +209,11 @@ class ClusterConfig(BaseModel):
             k: SecretStr(v) if isinstance(v, str) and is_secret_key(k) else v
             for k, v in client.items()
         }
+
+    @property
+    def profile(self) -> BrokerProfile:
+        """The cluster's :class:`~mm.kafka.profile.BrokerProfile`."""
+        return PROFILES[self.broker_profile]
 
     def client_properties(self, role: Role = "admin") -> dict[str, str | SecretStr]:
         """Java client properties for ``role``: common ones overlaid with role-prefixed ones."""

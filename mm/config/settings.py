@@ -83,7 +83,22 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _profile(raw: str) -> str:
+    from mm.kafka.profile import broker_profile
+
+    return broker_profile(raw).name
+
+
 _SETTINGS = (
+    Setting(
+        "broker.profile",
+        "kafka",
+        _profile,
+        "kafka or embedded",
+        "what every cluster's broker is, unless <alias>.mm.broker.profile says otherwise: "
+        "kafka (Apache Kafka, MSK, Confluent, Strimzi) or embedded (the broker `mm embedded` "
+        "starts without Apache Kafka's jars); see mm.kafka.profile",
+    ),
     Setting(
         "config.strict",
         False,

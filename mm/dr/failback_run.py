@@ -100,7 +100,7 @@ def find_divergence(
     if point is None:
         point = failover_point_of(cfg, flow, timeout)
     keys = [(p.topic, p.partition) for p in point.partitions]
-    bounds = reads.log_bounds(source.librdkafka("consumer"), keys, timeout)
+    bounds = reads.log_bounds(source.librdkafka("consumer"), keys, timeout, source.profile)
     report = plan_divergence(point, {k: hi for k, (_lo, hi) in bounds.items()}, dry_run)
     meta = reads.cluster_meta(source.librdkafka("admin"), f"cluster {flow.source}", timeout)
     writer = None if dry_run else _Quarantine(out_dir or quarantine_dir(cfg, flow))

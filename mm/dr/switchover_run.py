@@ -59,6 +59,7 @@ class FlowReads:
         self.tgt_admin = target.librdkafka("admin")
         self.src_consumer = source.librdkafka("consumer")
         self.tgt_consumer = target.librdkafka("consumer")
+        self.src_profile, self.tgt_profile = source.profile, target.profile
         self.src_meta = reads.cluster_meta(self.src_admin, f"cluster {flow.source}", timeout)
         topics = select_topics(
             self.src_meta.partitions,
@@ -81,7 +82,9 @@ class FlowReads:
     def ends(self) -> dict[Key, int]:
         return {
             k: hi
-            for k, (_, hi) in reads.log_bounds(self.src_consumer, self.keys, self.timeout).items()
+            for k, (_, hi) in reads.log_bounds(
+                self.src_consumer, self.keys, self.timeout, self.src_profile
+            ).items()
         }
 
     def positions(self) -> dict[Key, int]:
@@ -264,7 +267,10 @@ def run_switchover(
 def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
     tgt_keys = sorted({(f.remote[r.topic], r.partition) for r in rows})
     tgt_ends = {
-        k: hi for k, (_, hi) in reads.log_bounds(f.tgt_consumer, tgt_keys, f.timeout).items()
+        k: hi
+        for k, (_, hi) in reads.log_bounds(
+            f.tgt_consumer, tgt_keys, f.timeout, f.tgt_profile
+        ).items()
     }
     tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {f.flow.target}", f.timeout)
     out = []

@@ -245,6 +245,7 @@ class Drill:
             "clusters = A, B\n"
             f"A.bootstrap.servers = {self.a}\n"
             f"B.bootstrap.servers = {self.b}\n"
+            "mm.broker.profile = embedded\n"
             "A->B.enabled = true\n"
             "A->B.topics = drill-.*\n"
             "A->B.groups = drill-.*\n"

@@ -1,11 +1,16 @@
-"""End offsets that are right on Apache Kafka and on Tansu.
+"""Partition ends: what ListOffsets answers, checked by a fetch where the broker
+profile says ListOffsets may under-report.
 
-ListOffsets(latest) is exact on Apache Kafka but Tansu under-reports it (the
-base offset of the last batch + 1). The high watermark carried by Fetch
-responses is right on both, so the planner asks ListOffsets first and then
-fetches from that offset once per partition: the response is at most the tail
-batch, and librdkafka caches its watermark (the last stable offset under
-read_committed), which is what we return.
+On Apache Kafka (profile ``kafka``) ListOffsets is exact: read_committed, it
+answers the last stable offset, the end a read_committed reader (every mirror
+task) can reach, for hundreds of partitions in two batched requests. A broker
+whose profile has ``list_offsets_exact = False`` (see :mod:`mm.kafka.profile`)
+may answer less; there the listing is followed by one fetch per partition from
+its listed end - 1: the response is at most the tail batch, and librdkafka caches
+the partition's high watermark, which is returned when it is higher. (That is
+why Apache Kafka's ends are never read this way: its high watermark includes
+the records of a transaction still open, which no read_committed reader gets
+until the transaction ends.)
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from mm_client.kafka.clients import new_consumer, reader_conf, throwaway_group
 from mm_client.kafka.errors import wrap
 
 from mm.errors import KafkaOperationError
+from mm.kafka.profile import KAFKA, BrokerProfile
 
 
 def probe_consumer_conf(base: Mapping[str, Any]) -> dict[str, Any]:
@@ -36,8 +42,11 @@ def watermarks(
     consumer_factory: Callable[[dict[str, Any]], Any] = new_consumer,
     admin: Any = None,
     consumer: Any = None,
+    profile: BrokerProfile = KAFKA,
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """(log start, end) per partition, the end from a real fetch.
+    """(log start, end) per partition. With ``profile.list_offsets_exact`` (Apache
+    Kafka) the end is the last stable offset, from ListOffsets; otherwise it comes
+    from a real fetch, as follows.
 
     ``consumer`` (built from :func:`probe_consumer_conf`) is used and left open
     instead of a new one, for callers that probe often. It is unassigned at the end:
@@ -57,6 +66,8 @@ def watermarks(
     if not tps:
         return {}
     deadline = time.monotonic() + timeout
+    if profile.list_offsets_exact and admin is not None:
+        return _list_batched(admin, tps, deadline)
     owned = consumer is None
     if consumer is None:
         consumer = consumer_factory(probe_consumer_conf(consumer_conf))
@@ -65,6 +76,8 @@ def watermarks(
             listed = _list_batched(admin, tps, deadline)
         else:
             listed = _list_one_by_one(consumer, tps, deadline)
+        if profile.list_offsets_exact:
+            return listed
         consumer.assign(
             [TopicPartition(t, p, max(lo, hi - 1)) for (t, p), (lo, hi) in listed.items()]
         )

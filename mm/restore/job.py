@@ -47,6 +47,7 @@ from mm.backup.topics import read_topic_meta
 from mm.checkpoint.rules import group_is_idle
 from mm.config import MirrorConfig
 from mm.errors import MirrorError, UsageError
+from mm.kafka.profile import BrokerProfile
 from mm.restore.mapping_read import read_mapping_runs
 from mm.restore.plan import (
     GroupMove,
@@ -209,8 +210,9 @@ def run_restore(
     tasks = [RestoreTask(r.topic, r.partition, r.target_topic) for r in report.rows if r.ok]
     if options.dry_run:
         report.groups, report.groups_snapshot_ms = _groups(
-            storage, settings.region, options, names, groups_rx, admin_conf, consumer_conf, report
-        )
+            storage, settings.region, options, names, groups_rx, admin_conf, consumer_conf, report,
+            target.profile,
+        )  # fmt: skip
         report.seconds = time.monotonic() - started
         return report
     if tasks:
@@ -220,8 +222,9 @@ def run_restore(
         for row in report.rows:
             row.summary = by_key.get((row.topic, row.partition))
     report.groups, report.groups_snapshot_ms = _groups(
-        storage, settings.region, options, names, groups_rx, admin_conf, consumer_conf, report
-    )
+        storage, settings.region, options, names, groups_rx, admin_conf, consumer_conf, report,
+        target.profile,
+    )  # fmt: skip
     report.seconds = time.monotonic() - started
     return report
 
@@ -360,6 +363,7 @@ def _groups(
     target_admin: dict[str, str],
     consumer_conf: dict[str, str],
     report: RestoreReport,
+    profile: BrokerProfile,
 ) -> tuple[list[GroupRow], int | None]:
     """Translate and commit the saved group offsets (only report them in a dry run)."""
     snapshots = _snapshots(storage, region)
@@ -383,7 +387,7 @@ def _groups(
             for g in sorted(offsets, key=lambda x: (x.group, x.topic, x.partition))
         ]
     else:
-        ends = _high_watermarks(consumer_conf, keys, options.timeout)
+        ends = _high_watermarks(consumer_conf, keys, options.timeout, profile)
         runs = read_mapping_runs(
             target_admin, consumer_conf, region, set(keys), options.timeout, f"cluster {options.to}"
         )
@@ -432,14 +436,14 @@ def _groups(
 
 
 def _high_watermarks(
-    consumer_conf: dict[str, str], keys: list[Key], timeout: float
+    consumer_conf: dict[str, str], keys: list[Key], timeout: float, profile: BrokerProfile
 ) -> dict[Key, int]:
-    """Each restored partition's end past its last record: the high watermark from a
-    real fetch (:func:`mm.kafka.watermarks.watermarks`), not the last stable offset:
-    once the restore's transactions are done they are the same on Apache Kafka, and a
-    broker whose last stable offset lags or whose ListOffsets(latest) under-reports
-    (the embedded Tansu; a restore under load once read an end of 0 there) must not
-    put a group's end below records it holds."""
+    """Each restored partition's end past its last record, read as the cluster's broker
+    profile says ends are read (:func:`mm.kafka.watermarks.watermarks`; the restore's
+    transactions are done, so nothing of it is above the last stable offset). An end
+    read short would put a group's end below records it holds: where ListOffsets
+    under-reports, a restore under load once read an end of 0."""
     from mm.kafka.watermarks import watermarks
 
-    return {key: end for key, (_start, end) in watermarks(consumer_conf, keys, timeout).items()}
+    marks = watermarks(consumer_conf, keys, timeout, profile=profile)
+    return {key: end for key, (_start, end) in marks.items()}

@@ -197,7 +197,9 @@ def check_not_past_source_end(
     from mm.source.task import PartitionStoppedError
 
     key = (spec.topic, spec.partition)
-    _, end = watermarks(rt.source_consumer, [key], consumer_factory=clients.consumer)[key]
+    _, end = watermarks(
+        rt.source_consumer, [key], consumer_factory=clients.consumer, profile=rt.source_profile
+    )[key]
     if committed <= end:
         return
     raise PartitionStoppedError(

@@ -117,7 +117,12 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         self._refresh_topics()
         tps = [(t, p) for t, mt in self._topics.items() for p in range(mt.partitions)]
-        marks = watermarks(self.runtime.source_consumer, tps, admin=self._source_admin())
+        marks = watermarks(
+            self.runtime.source_consumer,
+            tps,
+            admin=self._source_admin(),
+            profile=self.runtime.source_profile,
+        )
         self._ends_publisher().seen({k: hi for k, (_lo, hi) in marks.items()})
         self._ends_refresher().watch(tps)
         ends: dict[str, int] = {}
@@ -158,9 +163,10 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # its own clients: the planner's are used by the planner's thread
             admin = new_admin(self._plan.planner["source_admin"])
             conf = self.runtime.source_consumer
+            profile = self.runtime.source_profile
 
             def read(tps: Any) -> dict[tuple[str, int], int]:
-                marks = watermarks(conf, list(tps), admin=admin)
+                marks = watermarks(conf, list(tps), admin=admin, profile=profile)
                 return {k: hi for k, (_lo, hi) in marks.items()}
 
             self._refresher = EndsRefresher(
@@ -275,9 +281,11 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if key not in self._log_starts:
             from mm.kafka.watermarks import watermarks
 
-            lo, _ = watermarks(self.runtime.source_consumer, [(topic, partition)])[
-                (topic, partition)
-            ]
+            lo, _ = watermarks(
+                self.runtime.source_consumer,
+                [(topic, partition)],
+                profile=self.runtime.source_profile,
+            )[(topic, partition)]
             self._log_starts[key] = lo
         return self._log_starts[key]
 

@@ -48,6 +48,7 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         task_threads=cfg.setting("mirror.task.threads"),
         pool_max_clients=cfg.setting("mirror.pool.max.clients"),
         source_admin=dict(source.librdkafka("admin")),
+        source_profile=source.profile,
     )
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from mm.kafka.profile import KAFKA, BrokerProfile
+
 
 @dataclass(frozen=True)
 class FlowRuntime:
@@ -49,6 +51,8 @@ class FlowRuntime:
     task_continue_seconds: float = 0.0
     # the source's admin settings (the continuation sweeps list end offsets)
     source_admin: dict[str, Any] = field(default_factory=dict)
+    # what the source's broker does where brokers differ (how its ends are read)
+    source_profile: BrokerProfile = KAFKA
 
     def transactional_id(self, target_topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}.{target_topic}.{partition}"

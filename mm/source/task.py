@@ -138,7 +138,9 @@ def source_ends(rt: FlowRuntime, keys: list[tuple[str, int]]) -> dict[tuple[str,
             )
             _END_PROBES[key] = probe
         admin, consumer = probe
-        marks = watermarks(rt.source_consumer, keys, admin=admin, consumer=consumer)
+        marks = watermarks(
+            rt.source_consumer, keys, admin=admin, consumer=consumer, profile=rt.source_profile
+        )
     return {k: hi for k, (_lo, hi) in marks.items()}
 
 

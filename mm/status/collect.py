@@ -131,6 +131,7 @@ class _FlowCollector:
         self.src_consumer: dict[str, Any] = dict(src.librdkafka("consumer"))
         self.tgt_admin: dict[str, Any] = dict(tgt.librdkafka("admin"))
         self.tgt_consumer: dict[str, Any] = dict(tgt.librdkafka("consumer"))
+        self.src_profile, self.tgt_profile = src.profile, tgt.profile
 
     def run(self) -> None:
         flow, st, t = self.flow, self.st, self.timeout
@@ -149,7 +150,7 @@ class _FlowCollector:
         ).get(state_group(flow), {})
 
         # source side: bounds, newest record, first record not mirrored yet
-        src_bounds = reads.bounds(self.src_consumer, keys, t)
+        src_bounds = reads.bounds(self.src_consumer, keys, t, self.src_profile)
         src_newest = reads.newest_records(self.src_consumer, src_bounds, t)
 
         # target side: mirrored partitions and the heartbeats copy
@@ -160,7 +161,7 @@ class _FlowCollector:
             if target_of[s] in tgt_topics and p < tgt_topics[target_of[s]]
         }
         tgt_keys |= {(hb_topic, p) for p in range(tgt_topics.get(hb_topic, 0))}
-        tgt_bounds = reads.bounds(self.tgt_consumer, sorted(tgt_keys), t)
+        tgt_bounds = reads.bounds(self.tgt_consumer, sorted(tgt_keys), t, self.tgt_profile)
         now = now_ms()
         tgt_newest = reads.newest_records(self.tgt_consumer, tgt_bounds, t)
 
@@ -281,7 +282,7 @@ class _FlowCollector:
             return
         st.checkpoints_present = True
         keys = [(topic, p) for p in range(tgt_topics[topic])]
-        b = reads.bounds(self.tgt_consumer, keys, t)
+        b = reads.bounds(self.tgt_consumer, keys, t, self.tgt_profile)
         newest_ts: dict[str, int | None] = {}
         newest_cp: dict[str, dict[tuple[str, int], Checkpoint]] = {}
         for k in keys:
@@ -347,10 +348,11 @@ class _FlowCollector:
         st.offset_syncs_cluster = flow.target if on_target else flow.source
         topics = tgt_topics if on_target else src_topics
         conf = self.tgt_consumer if on_target else self.src_consumer
+        profile = self.tgt_profile if on_target else self.src_profile
         if topic not in topics:
             return
         keys = [(topic, p) for p in range(topics[topic])]
-        b = reads.bounds(conf, keys, self.timeout)
+        b = reads.bounds(conf, keys, self.timeout, profile)
         newest = reads.newest_records(conf, b, self.timeout)
         now = now_ms()
         ages = [a for a in (_age(now, r) for r in newest.values()) if a is not None]

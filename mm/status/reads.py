@@ -1,9 +1,8 @@
 """The Kafka reads behind `mm status`: log bounds, newest records, committed offsets.
 
 Every consumer here is ``assign()``-only with a throwaway ``group.id``: it never
-joins a group and never commits. Log ends come from the high watermark of a
-real fetch (:func:`mm.kafka.watermarks.watermarks`), which is right on Apache
-Kafka and on Tansu, whose ListOffsets(latest) under-reports. Reads are
+joins a group and never commits. Log ends come from
+:func:`mm.kafka.watermarks.watermarks` with the cluster's broker profile. Reads are
 ``read_committed``, so the tail of a transactionally written topic (the mirror's
 targets end with a commit marker) is found by stepping back from the end.
 """
@@ -27,6 +26,7 @@ from mm_client.kafka import group_offsets as committed_offsets
 from mm_client.kafka import new_admin, new_consumer, reader_conf, throwaway_group, wrap
 
 from mm.errors import KafkaOperationError
+from mm.kafka.profile import KAFKA, BrokerProfile
 from mm.kafka.watermarks import watermarks
 
 Key = tuple[str, int]
@@ -68,10 +68,14 @@ def topic_partitions(admin_conf: Mapping[str, Any], where: str, timeout: float) 
 
 
 def bounds(
-    consumer_conf: Mapping[str, Any], keys: Iterable[Key], timeout: float
+    consumer_conf: Mapping[str, Any],
+    keys: Iterable[Key],
+    timeout: float,
+    profile: BrokerProfile = KAFKA,
 ) -> dict[Key, tuple[int, int]]:
-    """(log start, log end) per partition; the end from a fetch's high watermark."""
-    return watermarks({k: str(v) for k, v in consumer_conf.items()}, list(keys), timeout)
+    """(log start, log end) per partition, read_committed (see :mod:`mm.kafka.watermarks`)."""
+    conf = {k: str(v) for k, v in consumer_conf.items()}
+    return watermarks(conf, list(keys), timeout, profile=profile)
 
 
 def _read(

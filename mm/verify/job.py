@@ -153,8 +153,8 @@ def _plan_flow(
         flow,
         report,
         topics,
-        reads.log_bounds(source_conf, src_keys, timeout),
-        reads.log_bounds(target_conf, tgt_keys, timeout),
+        reads.log_bounds(source_conf, src_keys, timeout, source.profile),
+        reads.log_bounds(target_conf, tgt_keys, timeout, target.profile),
         {k: src_meta.leader(*k, f"cluster {flow.source}") for k in src_keys},
         {k: tgt_meta.leader(*k, f"cluster {flow.target}") for k in tgt_keys},
         reads.mirror_positions(

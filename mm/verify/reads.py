@@ -3,12 +3,11 @@ position, offset syncs and checkpoints. Record payloads are read in Spark tasks
 (:mod:`mm.verify.spark`), never here (except the two records of a first content
 difference, to name the fields that differ).
 
-Log ends are the high watermark of a real fetch (:func:`mm.kafka.watermarks.watermarks`,
-right on Apache Kafka and on Tansu), read_committed: the last stable offset,
-where the mirror itself stops. The offset syncs are read raw with Kafka's
-read_committed rule applied (:mod:`mm.kafka.rawlog`): with
-``offset-syncs.topic.location=target`` they are written in the mirror's
-transactions, and Tansu serves aborted ones to consumers.
+Log ends come from :func:`mm.kafka.watermarks.watermarks` with the cluster's broker
+profile, read_committed: the last stable offset, where the mirror itself stops.
+The offset syncs are read raw with Kafka's read_committed rule applied
+(:mod:`mm.kafka.rawlog`): with ``offset-syncs.topic.location=target`` they are
+written in the mirror's transactions, and Tansu serves aborted ones to consumers.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from mm_client.records import OffsetSync, sync_flags
 
 from mm.config import ClusterConfig
 from mm.errors import ConfigError, KafkaOperationError
+from mm.kafka.profile import KAFKA, BrokerProfile
 from mm.kafka.rawlog import Connection, LogRecord, RawLogError, ScanStats, scan_committed
 from mm.kafka.watermarks import watermarks
 from mm.verify.compare import CheckpointIn, Sync
@@ -84,10 +84,14 @@ def cluster_meta(admin_conf: Mapping[str, Any], where: str, timeout: float) -> C
 
 
 def log_bounds(
-    consumer_conf: Mapping[str, Any], keys: Iterable[Key], timeout: float
+    consumer_conf: Mapping[str, Any],
+    keys: Iterable[Key],
+    timeout: float,
+    profile: BrokerProfile = KAFKA,
 ) -> dict[Key, tuple[int, int]]:
     """(log start, read_committed end) per partition."""
-    return watermarks({k: str(v) for k, v in consumer_conf.items()}, list(keys), timeout)
+    conf = {k: str(v) for k, v in consumer_conf.items()}
+    return watermarks(conf, list(keys), timeout, profile=profile)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mm.embedded import EmbeddedCluster, EmbeddedClusters, probe, procs
+from mm.kafka.profile import EMBEDDED, KAFKA, BrokerProfile
 from support.apache_kafka import KRaftBroker
 
 ENV_BOOTSTRAP = "MMTEST_{name}_BOOTSTRAP"
@@ -30,12 +31,23 @@ BROKER_KINDS = ("kafka", "embedded")
 DEFAULT_KAFKA_IMAGE = "apache/kafka:3.9.1"
 
 
+# Every mm process and config this session loads sees the embedded broker's profile
+# once an embedded cluster exists (mm.kafka.profile): it is correct on Apache Kafka
+# too, and the tests write their configs without naming a profile.
+ENV_PROFILE = "MM_MM_BROKER_PROFILE"
+
+
 @dataclass(frozen=True)
 class KafkaCluster:
     name: str
     bootstrap_servers: str
     kind: str  # "external", "kafka", "docker" or "embedded"
     log_path: Path | None = None
+
+    @property
+    def profile(self) -> BrokerProfile:
+        """The cluster's broker profile, for product functions a test calls itself."""
+        return EMBEDDED if self.kind == "embedded" else KAFKA
 
 
 def external_bootstrap(name: str) -> str | None:
@@ -163,6 +175,7 @@ class KafkaFactory:
     def embedded(self) -> EmbeddedClusters:
         if self._embedded is None:
             self._embedded = EmbeddedClusters(self.run_dir)
+            os.environ[ENV_PROFILE] = EMBEDDED.name
         return self._embedded
 
     def durable_unavailable_reason(self) -> str | None:

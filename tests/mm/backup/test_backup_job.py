@@ -30,6 +30,7 @@ from mm.backup.layout import PartitionRef
 from mm.backup.ranges import compute_gaps
 from mm.backup.rebuild import rebuild_catalog
 from mm.backup.segment import read_segment
+from mm.kafka.profile import EMBEDDED
 from mm.kafka.rawlog import committed_view, read_log
 from mm.kafka.watermarks import watermarks
 
@@ -159,7 +160,7 @@ def test_backup_once_holds_exactly_the_committed_records(
     assert "unknown backup" not in first.stderr, first.describe()
 
     keys = [(topic, p) for p in range(PARTITIONS)]
-    ends = watermarks({"bootstrap.servers": bootstrap}, keys)
+    ends = watermarks({"bootstrap.servers": bootstrap}, keys, profile=EMBEDDED)
     first_ends: dict[int, int] = {}
     for p in range(PARTITIONS):
         expected, no_record = expected_partition(bootstrap, topic, p)
@@ -194,7 +195,9 @@ def test_backup_once_holds_exactly_the_committed_records(
     assert p.flush(30) == 0
     second = run_backup(config, "--once")
     assert second.returncode == 0, second.describe()
-    end0 = watermarks({"bootstrap.servers": bootstrap}, [(topic, 0)])[(topic, 0)][1]
+    end0 = watermarks({"bootstrap.servers": bootstrap}, [(topic, 0)], profile=EMBEDDED)[(topic, 0)][
+        1
+    ]
     ref, catalog, segments = backed_up(prefix, "east", topic, 0)
     assert [(e.start, e.end) for e in catalog.visible()] == [
         (ends[(topic, 0)][0], first_ends[0] - 1),

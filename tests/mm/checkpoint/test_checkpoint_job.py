@@ -54,6 +54,7 @@ from support.mirror import (
     run_mirror_once,
 )
 
+from mm.kafka.profile import EMBEDDED
 from mm.kafka.watermarks import watermarks
 
 pytestmark = pytest.mark.integration
@@ -119,8 +120,10 @@ def produce_gappy(bootstrap: str, topic: str, rounds: int, tag: str, seed: int) 
 
 
 def log_ends(bootstrap: str, topic: str) -> dict[int, int]:
-    """End offsets as a fetch reports them (Tansu's ListOffsets(latest) under-reports)."""
-    marks = watermarks({"bootstrap.servers": bootstrap}, [(topic, p) for p in range(PARTITIONS)])
+    """End offsets as a fetch reports them (right on every broker: the embedded
+    profile's read)."""
+    keys = [(topic, p) for p in range(PARTITIONS)]
+    marks = watermarks({"bootstrap.servers": bootstrap}, keys, profile=EMBEDDED)
     return {p: hi for (_, p), (_, hi) in marks.items()}
 
 

@@ -29,6 +29,7 @@ from support.clusters import KafkaCluster
 from support.groups import commit_admin, run_mm
 from support.mirror import MirrorRun, create_topic
 
+from mm.kafka.profile import EMBEDDED
 from mm.kafka.rawlog import committed_view, read_log
 from mm.kafka.watermarks import watermarks
 
@@ -195,7 +196,7 @@ def test_restore_is_exact_once_and_point_in_time(
     ends = {
         p: e
         for (_t, p), (_s, e) in watermarks(
-            {"bootstrap.servers": a}, [(topic, p) for p in range(PARTITIONS)]
+            {"bootstrap.servers": a}, [(topic, p) for p in range(PARTITIONS)], profile=EMBEDDED
         ).items()
     }
     commit_admin(a, group, topic, ends)
@@ -226,7 +227,7 @@ def test_restore_is_exact_once_and_point_in_time(
     assert [g["status"] for g in doc["groups"]] == ["moved"], full.describe()
     target_topic = f"full.{topic}"
     target_ends = watermarks(
-        {"bootstrap.servers": b}, [(target_topic, p) for p in range(PARTITIONS)]
+        {"bootstrap.servers": b}, [(target_topic, p) for p in range(PARTITIONS)], profile=EMBEDDED
     )
     moved = _group_offsets(b, group, target_topic)
     for p in range(PARTITIONS):
@@ -252,7 +253,9 @@ def test_restore_is_exact_once_and_point_in_time(
     doc = json.loads(pit.stdout)
     assert doc["groups_snapshot_ms"] is not None and doc["groups_snapshot_ms"] <= cut
     pit_topic = f"pit.{topic}"
-    pit_ends = watermarks({"bootstrap.servers": b}, [(pit_topic, p) for p in range(PARTITIONS)])
+    pit_ends = watermarks(
+        {"bootstrap.servers": b}, [(pit_topic, p) for p in range(PARTITIONS)], profile=EMBEDDED
+    )
     moved = _group_offsets(b, group, pit_topic)
     saved = {0: aborted_at, 1: one[1][1][0]}
     for p in range(PARTITIONS):
@@ -333,7 +336,9 @@ def test_restore_killed_at_random_moments_writes_each_record_once(
         # kill once the target has grown by a random amount since this run started
         def high() -> int:
             try:
-                marks = watermarks({"bootstrap.servers": b}, [(target_topic, 0)], 5)
+                marks = watermarks(
+                    {"bootstrap.servers": b}, [(target_topic, 0)], 5, profile=EMBEDDED
+                )
             except Exception:
                 return -1
             return marks[(target_topic, 0)][1]
@@ -353,7 +358,9 @@ def test_restore_killed_at_random_moments_writes_each_record_once(
     assert final.returncode == 0, final.describe()
     doc = json.loads(final.stdout)
     assert [g["status"] for g in doc["groups"]] == ["moved"], final.describe()
-    ends = watermarks({"bootstrap.servers": b}, [(target_topic, q) for q in range(PARTITIONS)])
+    ends = watermarks(
+        {"bootstrap.servers": b}, [(target_topic, q) for q in range(PARTITIONS)], profile=EMBEDDED
+    )
     moved = _group_offsets(b, group, target_topic)
     for part in range(PARTITIONS):
         source = _committed(a, topic, part)

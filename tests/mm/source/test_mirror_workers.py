@@ -52,6 +52,7 @@ def _runtime(a: Any, b: Any, name: str, **kw: Any) -> FlowRuntime:
         offset_syncs_on_target=False,
         state_group=f"__mm.mirror.{name}",
         transactional_id_prefix=f"mm.{name}",
+        source_profile=a.profile,
         **kw,
     )
 
