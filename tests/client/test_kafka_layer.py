@@ -4,7 +4,7 @@ admin helpers (unit)."""
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -197,8 +197,14 @@ def test_nothing_produced_is_all_acknowledged() -> None:
 
 
 @dataclass
+class _Partition:
+    leader: int = 1
+
+
+@dataclass
 class _Topic:
     error: Any = None
+    partitions: dict[int, _Partition] = field(default_factory=lambda: {0: _Partition()})
 
 
 @dataclass
@@ -228,16 +234,26 @@ class FakeAdmin:
         self.create: Future[Any] = answers.get("create", _done(None))
         self.offsets: dict[str, Future[Any]] = answers.get("offsets", {})
         self.described: dict[str, Future[Any]] = answers.get("described", {})
+        # metadata answers a created topic gets before the brokers know it (KRaft)
+        self.unseen: int = answers.get("unseen", 0)
         self.created: list[Any] = []
         self.requests: list[str] = []
+        self.lookups = 0
 
-    def list_topics(self, timeout: float = -1) -> _Metadata:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> _Metadata:
         if "down" in self.topics:
             raise _exc(KafkaError._TRANSPORT)
+        if topic is not None:
+            self.lookups += 1
+            if self.unseen > 0 or topic not in self.topics:
+                self.unseen -= 1
+                return _Metadata({topic: _Topic(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))})
         return _Metadata(self.topics)
 
     def create_topics(self, new: list[Any], **_kw: Any) -> dict[str, Future[Any]]:
         self.created += new
+        for t in new:
+            self.topics[t.topic] = _Topic()
         return {t.topic: self.create for t in new}
 
     def list_consumer_group_offsets(self, reqs: list[Any], **_kw: Any) -> dict[str, Any]:
@@ -261,6 +277,17 @@ def test_ensure_topic_leaves_an_existing_topic_and_tolerates_a_race() -> None:
     raced = FakeAdmin(create=_failed(_exc(KafkaError.TOPIC_ALREADY_EXISTS)))
     assert ensure_topic(raced, "cp", "cluster B", 1, config={}) is False  # type: ignore[arg-type]
     assert raced.created[0].config == {}
+
+
+def test_ensure_topic_returns_once_the_created_topic_has_leaders() -> None:
+    # KRaft: CreateTopics answered, the broker asked next does not know the topic yet
+    lagging = FakeAdmin(unseen=3)
+    assert ensure_topic(lagging, "cp", "cluster B", 1) is True  # type: ignore[arg-type]
+    assert lagging.lookups == 4
+    never = FakeAdmin(unseen=10**9)
+    with pytest.raises(KafkaOperationError, match=r"^cp on cluster B was created but ") as raised:
+        ensure_topic(never, "cp", "cluster B", 1, timeout=0.3)  # type: ignore[arg-type]
+    assert raised.value.code == "UNKNOWN_TOPIC_OR_PART" and raised.value.retriable
 
 
 def test_ensure_topic_names_the_failed_step() -> None:

@@ -9,6 +9,7 @@ reports groups one by one is not stopped by one of them; the strict
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -17,11 +18,13 @@ from typing import Any, Final
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mm_client.errors import KafkaOperationError
 from mm_client.kafka.errors import error_code, wrap
 
 __all__ = [
     "COMPACTED",
     "GroupState",
+    "await_topic_visible",
     "describe_groups",
     "ensure_topic",
     "group_offsets",
@@ -59,7 +62,9 @@ def ensure_topic(
 ) -> bool:
     """Create ``topic`` when it is missing; an existing topic is left as it is.
 
-    True when created. Raises KafkaOperationError naming ``where`` (``"cluster B"``).
+    True when created; a created topic is returned only once the cluster lists it
+    with a leader for each partition (see :func:`await_topic_visible`). Raises
+    KafkaOperationError naming ``where`` (``"cluster B"``).
     """
     try:
         md = admin.list_topics(timeout=timeout)
@@ -70,9 +75,47 @@ def ensure_topic(
     new = NewTopic(topic, partitions, replication_factor, config=dict(config))
     future = admin.create_topics([new], request_timeout=timeout)[topic]
     try:
-        return topic_created(future, timeout)
+        created = topic_created(future, timeout)
     except KafkaException as exc:
         raise wrap(exc, f"create {topic} on {where}") from exc
+    await_topic_visible(admin, topic, where, timeout)
+    return created
+
+
+def await_topic_visible(admin: AdminClient, topic: str, where: str, timeout: float) -> None:
+    """Wait until ``topic``'s metadata names a leader for each of its partitions.
+
+    On a KRaft cluster CreateTopics returns once the controller committed the
+    topic; the brokers learn of it a moment later, and a reader asking them in
+    that moment is told UNKNOWN_TOPIC_OR_PART. Readers of topics a job creates
+    (the checkpoint job reading its own checkpoints topic) would take that for
+    a missing topic. Raises KafkaOperationError when ``timeout`` passes first.
+    """
+    deadline = time.monotonic() + timeout
+    backoff = 0.02
+    while True:
+        try:
+            md = admin.list_topics(topic, timeout=max(0.001, deadline - time.monotonic()))
+        except KafkaException as exc:
+            raise wrap(exc, f"read the metadata of {topic} on {where}") from exc
+        found = md.topics.get(topic)
+        if (
+            found is not None
+            and found.error is None
+            and found.partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        if time.monotonic() >= deadline:
+            err = found.error if found is not None else None
+            raise KafkaOperationError(
+                f"{topic} on {where} was created but has no leader for every partition "
+                f"after {timeout:g}s" + (f" ({err.str()})" if err is not None else ""),
+                code=err.name() if err is not None else None,
+                retriable=True,
+            )
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 0.5)
 
 
 def _on(where: str | None) -> str:
