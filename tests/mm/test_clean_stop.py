@@ -207,7 +207,7 @@ def test_checkpoint_stops_cleanly(
     create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
     config = _config(tmp_path, cluster_a, cluster_b, [topic])
     producer = BackgroundProducer(cluster_a.bootstrap_servers, topic, PARTITIONS).start()
-    time.sleep(1.0)
+    producer.wait_produced(PARTITIONS * 200)
     producer.stop()
     run = run_mirror_once(config)  # the offset syncs the checkpoint job reads
     assert run.returncode == 0, run.describe()

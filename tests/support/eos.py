@@ -125,6 +125,17 @@ class BackgroundProducer:
     def total(self) -> int:
         return sum(self.produced.values())
 
+    def wait_produced(self, records: int, timeout: float = 60.0) -> None:
+        """Until at least ``records`` were produced: on a fresh Apache Kafka broker
+        the first transaction waits for __transaction_state, seconds of nothing."""
+        deadline = time.monotonic() + timeout
+        while self.total < records:
+            if self.error is not None or not self._thread.is_alive():
+                raise AssertionError(f"background producer stopped early: {self.error!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.total} of {records} records produced in {timeout:g}s")
+            time.sleep(0.05)
+
     def _run(self) -> None:
         try:
             self._produce()
