@@ -7,11 +7,12 @@ position in the log. Records that fail to decode are skipped and counted.
 
 "The end" is the high watermark reported by Fetch responses (the
 ``enable.partition.eof`` event carries it), never ListOffsets(latest) alone:
-Apache Kafka answers both the same, but Tansu's ListOffsets(latest)
-under-reports the log end, and a reader that stopped there would miss the
-newest checkpoints. Under ``read_committed`` (librdkafka's default) the end is
-the last stable offset. Nothing returns until every partition has reached its
-end: a partial read would silently hand out stale offsets, so it is an error
+Apache Kafka answers both the same, but on some brokers (the embedded test
+broker) ListOffsets(latest) under-reports the log end, and a reader that
+stopped there would miss the newest checkpoints. Under ``read_committed``
+(librdkafka's default) the end is the last stable offset. Nothing returns until
+every partition has reached its end: a partial read would silently hand out
+stale offsets, so it is an error
 (:class:`~mm_client.cluster_errors.CheckpointsUnavailableError`, reason
 ``"incomplete"``).
 

@@ -20,8 +20,8 @@ Step 2 asks the broker (``offsets_for_times``, ListOffsets by timestamp) for a
 starting point, then confirms it by reading forward from there to the first
 record whose timestamp is ``>= T``. On Apache Kafka the broker's answer is
 already that record, so the confirmation reads one record; on brokers that
-answer coarsely (Tansu answers the log start) the scan makes the answer the
-same, at the cost of reading the partition up to it.
+answer coarsely (the embedded test broker answers the log start) the scan
+makes the answer the same, at the cost of reading the partition up to it.
 
 Why the result is only approximate (and kept apart from exact results):
 

@@ -17,9 +17,9 @@ start the consumer's last fetch reported (librdkafka's cached low watermark),
 so a transaction marker does not cost a request.
 
 **Aborted transactions on brokers that serve them.** Apache Kafka's
-read_committed consumer never returns an aborted transaction's records; Tansu
-(the embedded test broker) does, because it never lists aborted transactions
-in its fetch responses (see :mod:`mm.kafka.rawlog`). The consumer cannot tell
+read_committed consumer never returns an aborted transaction's records; a
+broker that never lists aborted transactions in its fetch responses does (the
+embedded test broker; see :mod:`mm.kafka.rawlog`). The consumer cannot tell
 a transactional record from a plain one, so with the committed filter on
 (``backup.committed.filter``: ``raw``, or ``auto`` on a PLAINTEXT cluster) the
 task also streams the range with the raw log reader

@@ -111,10 +111,11 @@ def group_is_idle(state: str) -> bool:
     """No members on the target, nor any joining: EMPTY or DEAD only.
 
     Any other state means members, even when the broker lists none: STABLE and the
-    rebalancing states (Tansu describes a stable group with an empty member list),
-    and UNKNOWN, which Tansu answers while a consumer is joining (commits into the
-    group then fail with UNKNOWN_MEMBER_ID). A group that never existed is EMPTY on
-    Tansu and DEAD on Apache Kafka.
+    rebalancing states (some brokers describe a stable group with an empty member
+    list), and UNKNOWN, which some brokers answer while a consumer is joining
+    (commits into the group then fail with UNKNOWN_MEMBER_ID). A group that never
+    existed is DEAD on Apache Kafka and EMPTY on some brokers. (The embedded
+    broker does all three, see :mod:`mm.kafka.profile`.)
     """
     return state.upper() in IDLE_STATES
 

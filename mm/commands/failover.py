@@ -11,11 +11,11 @@ matching the whole group name as MM2's ``groups``):
 3. a group that is not idle on the target is refused before anything is
    committed, with the checkpoint job's own rule
    (:func:`mm.checkpoint.rules.group_is_idle`: EMPTY or DEAD only; STABLE, the
-   rebalancing states and UNKNOWN, what Tansu answers while a consumer joins,
+   rebalancing states and UNKNOWN, what some brokers answer while a consumer joins,
    mean members even when the broker lists none), and so is a group whose state
    cannot be read. Apache Kafka refuses commits into an active group itself, but
-   not every Kafka-compatible broker does (Tansu accepts some), so the check is
-   ours. A member that joins between the check and the commit is not seen;
+   not every Kafka-compatible broker does (the embedded one accepts some), so the
+   check is ours. A member that joins between the check and the commit is not seen;
 4. otherwise the translated offsets are committed into the group on the target
    (:func:`mm_client.commit_group_offsets`), unless ``--dry-run``.
 

@@ -3,8 +3,8 @@ decision (pure: :func:`judge_group`) and the target's group reads.
 
 Shared by `mm failover` and `mm switchover`. A group is moved only when it is
 provably idle on the target (:func:`mm.checkpoint.rules.group_is_idle`: EMPTY or
-DEAD); STABLE, the rebalancing states and UNKNOWN (what Tansu answers while a
-consumer joins) are refused, and so is a group whose state cannot be read.
+DEAD); STABLE, the rebalancing states and UNKNOWN (what some brokers answer while
+a consumer joins) are refused, and so is a group whose state cannot be read.
 """
 
 from __future__ import annotations

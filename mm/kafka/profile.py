@@ -10,6 +10,42 @@ and ``mm drill`` start where Apache Kafka's jars are absent (Tansu 0.6), with
 Code that must behave differently on such a broker asks the cluster's
 :class:`BrokerProfile` for the one property it depends on, never the broker's
 name, so Apache Kafka's path is the main path and each difference is named here.
+
+Where the embedded broker (Tansu 0.6) is known to differ from Apache Kafka, and
+where the code handles it:
+
+* FetchResponse lists no aborted transactions, so read_committed consumers get
+  aborted records: :mod:`mm.kafka.rawlog` applies the read_committed rule itself,
+  for :mod:`mm.verify`, :mod:`mm.backup.task` (the committed filter) and
+  :mod:`mm.restore.mapping_read`; :func:`mm.restore.plan.merge_runs` keeps a
+  committed retry over the aborted attempt;
+* no ABORT marker for a fenced epoch's open transaction: :mod:`mm.kafka.rawlog`
+  ends it at the new epoch's first batch;
+* a Fetch with ``max_wait_ms`` 0 answered with no topic: :func:`mm.kafka.rawlog.fetch`;
+* acknowledged offset commits, and their metadata, lost for some transactions
+  (a fenced producer's late batch leaves one open): :mod:`mm.source.task` writes
+  the offset syncs again and resumes from its own higher position,
+  :mod:`mm.restore.task` takes its position from the mapping;
+* the last stable offset lagging behind transactions that overlap on a partition:
+  :mod:`mm.restore.mapping_read` reads the mapping raw, :mod:`mm.source.task`
+  writes one transaction at a time to the target's offset-syncs partition;
+* a topic's own settings labelled ``DEFAULT_CONFIG``: :mod:`mm.source.topics`
+  (``use.defaults.from = source`` copies them);
+* DescribeAcls answered with an empty list: :mod:`mm.source.acl_sync` sends no
+  empty CreateAcls;
+* group states STABLE with an empty member list, UNKNOWN while a consumer joins,
+  EMPTY for a group that never existed, and commits accepted into active groups:
+  :func:`mm.checkpoint.rules.group_is_idle`, for :mod:`mm.dr.groups` and
+  :mod:`mm.commands.failover`;
+* ListOffsets by timestamp answered with the log start: :mod:`mm_client.fallback`
+  reads forward to the first matching record;
+* ListOffsets(latest) under-reporting the log end: :mod:`mm_client.checkpoints_reader`
+  reads to the Fetch high watermark on any broker; :mod:`mm.kafka.watermarks`
+  asks ``list_offsets_exact`` (below).
+
+These are handled in ways correct on both brokers, which is why the profile does
+not switch them; it switches only the differences that change a read
+(``list_offsets_exact``).
 """
 
 from __future__ import annotations

@@ -4,15 +4,16 @@ Why a raw log reader
 --------------------
 A ``read_committed`` consumer relies on the broker to list the aborted
 transactions of each fetched range (FetchResponse ``aborted_transactions``).
-Tansu 0.6.0 never lists them: records of an aborted transaction that reached
-the broker before the abort (an explicit abort after a flush, or the implicit
-abort when ``init_transactions`` fences a killed producer) are served to
-``read_committed`` consumers as if committed. Measured:
+Apache Kafka does; some Kafka-compatible brokers never list them (the embedded
+broker, see :mod:`mm.kafka.profile`): records of an aborted transaction that
+reached the broker before the abort (an explicit abort after a flush, or the
+implicit abort when ``init_transactions`` fences a killed producer) are served to
+``read_committed`` consumers as if committed. Measured on the embedded broker:
 
     begin; produce x; flush; abort  ->  read_committed still returns x
 
-So on Tansu the target seen through a consumer shows every record of every
-transaction a killed mirror left open. :func:`read_log` fetches the partition
+So on such a broker the target seen through a consumer shows every record of
+every transaction a killed mirror left open. :func:`read_log` fetches the partition
 ``read_uncommitted`` with its control batches (transaction markers) and
 :func:`committed_view` applies Kafka's read_committed rule itself: a
 transactional batch is visible when the next marker of its producer id is a
@@ -89,7 +90,7 @@ class PartitionLog:
     batches: list[LogBatch]
     high_watermark: int
     last_stable_offset: int
-    # what the broker reported in FetchResponse.aborted_transactions (Tansu: nothing)
+    # what the broker reported in FetchResponse.aborted_transactions (some: nothing)
     broker_aborted: list[tuple[int, int]]
 
 
@@ -181,8 +182,8 @@ def fetch(
 ) -> FetchResult:
     """One Fetch v4 (read_uncommitted) of ``topic[partition]`` from ``offset``.
 
-    Returns error -1 when the broker answered with no topic at all (Tansu does
-    that for ``max_wait_ms`` 0).
+    Returns error -1 when the broker answered with no topic at all (the embedded
+    broker does that for ``max_wait_ms`` 0).
     """
     t = topic.encode()
     body = struct.pack(">iiiib", -1, wait_ms, 1, max_bytes, _READ_UNCOMMITTED)
@@ -411,8 +412,8 @@ def _fenced_by(waiting: list[Any], epoch: int) -> tuple[list[Any], list[Any]]:
     A transactional producer's epoch grows when ``init_transactions`` fences the
     previous holder of its ``transactional.id``: the old epoch's open transaction
     can never be committed. Apache Kafka's coordinator writes an ABORT marker for it;
-    brokers that leave it out (Tansu) would otherwise let the new epoch's COMMIT
-    count the fenced writer's records too.
+    brokers that leave it out (the embedded one) would otherwise let the new epoch's
+    COMMIT count the fenced writer's records too.
     """
     if epoch < 0:
         return [], waiting

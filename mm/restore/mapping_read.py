@@ -39,7 +39,7 @@ def read_mapping_runs(
     Every partition's transactions write to the mapping topic's one partition, so
     their transactions overlap there. On a PLAINTEXT listener the stored log is read
     and the rule applied to its markers (:mod:`mm.kafka.rawlog`): a broker whose last
-    stable offset lags behind such overlapping transactions (the embedded Tansu:
+    stable offset lags behind such overlapping transactions (the embedded broker:
     a consumer there stops below records whose markers all say COMMIT) or that
     serves aborted records cannot make the mapping wrong. Other listeners are read
     with a read_committed consumer, which is right on Apache Kafka.

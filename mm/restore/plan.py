@@ -158,7 +158,7 @@ def merge_runs(runs: Iterable[OffsetRun]) -> tuple[OffsetRun, ...]:
     A run that restores original offsets an earlier run already covers replaces
     that part of the earlier one: on Apache Kafka the mapping is read
     read_committed and runs never overlap; a broker that serves an aborted
-    transaction's records (the embedded Tansu) shows the aborted attempt first,
+    transaction's records (the embedded broker does) shows the aborted attempt first,
     then the committed retry of the same offsets.
     """
     kept: list[OffsetRun] = []

@@ -16,10 +16,11 @@ The position is also read from the mapping itself (read_committed, see
 :mod:`mm.restore.mapping_read`): one past the last original offset of the
 partition's last committed run. On Apache Kafka the two agree; where they do not,
 the mapping wins, because it commits with the records: a broker that lost an
-acknowledged offset commit (the embedded Tansu does, when a killed producer's late
-batch leaves a transaction it never ends on the shared mapping partition) would
-otherwise make the next restore write records twice, and one that applied an
-aborted transaction's offsets would make it skip them.
+acknowledged offset commit (the embedded broker does, see :mod:`mm.kafka.profile`,
+when a killed producer's late batch leaves a transaction it never ends on the
+shared mapping partition) would otherwise make the next restore write records
+twice, and one that applied an aborted transaction's offsets would make it skip
+them.
 
 The records of a transaction must land one after another (its first and last
 delivery reports span exactly its record count), which holds when the restore is

@@ -14,9 +14,9 @@ the cluster, the call and what to grant; the same problem again is logged at
 debug. The sync never stops the mirror: it runs in a daemon thread of the
 driver and every round catches its own errors.
 
-No CreateAcls request is sent when there is nothing to create: the embedded
-broker (Tansu 0.6) answers DescribeAcls with an empty list and librdkafka aborts
-on its CreateAcls response.
+No CreateAcls request is sent when there is nothing to create: a broker may
+answer DescribeAcls with an empty list (the embedded one does, see
+:mod:`mm.kafka.profile`), and librdkafka aborts on its CreateAcls response.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ How exactly-once works
   in the committed offset's metadata, and a task that does not know whether the
   previous transaction's syncs reached the source writes them again first.
   Duplicated syncs are harmless to readers (same pairs). (Brokers that keep no
-  commit metadata, such as Tansu 0.6, lose that one transaction's syncs on a
-  crash at that moment: its offsets then translate to the sync before it, which
-  is earlier, never later.)
+  commit metadata, the embedded one among them (:mod:`mm.kafka.profile`), lose
+  that one transaction's syncs on a crash at that moment: its offsets then
+  translate to the sync before it, which is earlier, never later.)
 
 A zombie that was fenced fails at its next transactional call and its open
 transaction is aborted by the broker; it can never commit, so the target never
@@ -724,11 +724,12 @@ def _resume_floor(
     Positions only move forward on Apache Kafka: every writer reads the committed
     position after fencing the previous one and commits at or past it. A position
     below one this process saw committed means the broker lost an acknowledged
-    commit (Tansu 0.6 does, when a fenced epoch's late produce leaves a transaction
-    it never ends); the records below ours are on the target all the same, and
-    mirroring from the lower position would copy every one of them again, at each
-    range, for as long as the broker keeps losing the commits. (An operator's reset
-    of a running mirror's position is not honoured either: stop the mirror first.)
+    commit (the embedded broker does, see :mod:`mm.kafka.profile`, when a fenced
+    epoch's late produce leaves a transaction it never ends); the records below
+    ours are on the target all the same, and mirroring from the lower position
+    would copy every one of them again, at each range, for as long as the broker
+    keeps losing the commits. (An operator's reset of a running mirror's position
+    is not honoured either: stop the mirror first.)
     """
     if committed < 0 or committed >= floor:
         return committed, metadata
@@ -1130,8 +1131,9 @@ def _commit(
     batch_id = uuid.uuid4().hex[:12]
     metadata = encode_state(batch_id, pairs)
     # syncs on the target: one transaction at a time of this process holds the shared
-    # offset-syncs partition (Tansu 0.6 loses the offsets of transactions that overlap
-    # on a partition, and stalls its last stable offset; Apache Kafka does not)
+    # offset-syncs partition (a broker may lose the offsets of transactions that overlap
+    # on a partition and stall its last stable offset, as the embedded one does;
+    # Apache Kafka does not)
     syncs_lock = _TARGET_SYNCS_LOCK if rt.offset_syncs_on_target else contextlib.nullcontext()
     with syncs_lock:
         _commit_with_syncs(

@@ -15,8 +15,9 @@ topic keeps the target cluster's defaults, so what is copied is what was set on
 the source topic (``DYNAMIC_TOPIC_CONFIG``) or on its brokers
 (``DYNAMIC_BROKER_CONFIG``, ``DYNAMIC_DEFAULT_BROKER_CONFIG``), as in MM2.
 
-Brokers that label a topic's own settings ``DEFAULT_CONFIG`` (Tansu 0.6 does)
-get nothing copied with ``target``; ``use.defaults.from = source`` copies them.
+Brokers that label a topic's own settings ``DEFAULT_CONFIG`` (the embedded one
+does, see :mod:`mm.kafka.profile`) get nothing copied with ``target``;
+``use.defaults.from = source`` copies them.
 
 ``sync.topic.configs.enabled`` re-syncs existing remote topics every
 ``sync.topic.configs.interval.seconds`` (checked at each topic refresh, so

@@ -10,7 +10,7 @@
 
 Both sides are read raw with Apache Kafka's read_committed rule, so the verdict
 is what a read_committed consumer of Apache Kafka would see, also on brokers
-(Tansu) that serve aborted transactions' records.
+(the embedded one) that serve aborted transactions' records.
 """
 
 from __future__ import annotations

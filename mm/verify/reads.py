@@ -7,7 +7,8 @@ Log ends come from :func:`mm.kafka.watermarks.watermarks` with the cluster's bro
 profile, read_committed: the last stable offset, where the mirror itself stops.
 The offset syncs are read raw with Kafka's read_committed rule applied
 (:mod:`mm.kafka.rawlog`): with ``offset-syncs.topic.location=target`` they are
-written in the mirror's transactions, and Tansu serves aborted ones to consumers.
+written in the mirror's transactions, and some brokers serve aborted ones to
+consumers.
 """
 
 from __future__ import annotations
