@@ -17,7 +17,11 @@ from mm.errors import ConfigError, MirrorError, UsageError
 
 # (name, module, one-line help). Later issues add their commands here.
 COMMANDS: list[tuple[str, str, str]] = [
-    ("embedded", "mm.commands.embedded", "start/stop local Kafka-compatible clusters (Tansu)"),
+    (
+        "embedded",
+        "mm.commands.embedded",
+        "local clusters: Apache Kafka, or the embedded broker",
+    ),
     ("demo", "mm.commands.demo", "mirror a demo topic between two embedded clusters, then verify"),
     (
         "drill",

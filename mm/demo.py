@@ -23,6 +23,7 @@ from mm_client.translation import translate_offset
 
 from mm.config import load_config
 from mm.embedded import EmbeddedClusters
+from mm.embedded.clusters import BROKER_NAMES
 from mm.logs import get_logger
 
 TOPIC = "orders"
@@ -149,12 +150,15 @@ def _stop_spark() -> None:
         session.stop()
 
 
-def run_demo(records: int = 30_000, keep: bool = False) -> int:
+def run_demo(records: int = 30_000, keep: bool = False, broker: str = "auto") -> int:
     log = get_logger("mm.demo")
-    with tempfile.TemporaryDirectory(prefix="mm-demo-") as tmp, EmbeddedClusters() as clusters:
+    with (
+        tempfile.TemporaryDirectory(prefix="mm-demo-") as tmp,
+        EmbeddedClusters(Path(tmp) / "brokers", broker=broker) as clusters,
+    ):
         infos = clusters.start(("A", "B"))
         a, b = infos["A"].bootstrap_servers, infos["B"].bootstrap_servers
-        print(f"cluster A  {a}\ncluster B  {b}")
+        print(f"cluster A  {a}\ncluster B  {b}  ({BROKER_NAMES[clusters.broker]})")
         produce_demo_data(a, records)
         print(
             f"wrote {records} records to {TOPIC} on A ({PARTITIONS} partitions, headers, "
@@ -166,7 +170,7 @@ def run_demo(records: int = 30_000, keep: bool = False) -> int:
             "clusters = A, B\n"
             f"A.bootstrap.servers = {a}\n"
             f"B.bootstrap.servers = {b}\n"
-            "mm.broker.profile = embedded\n"
+            f"mm.broker.profile = {infos['A'].profile}\n"
             "A->B.enabled = true\n"
             f"A->B.topics = {TOPIC}\n"
             f"mm.state.dir = {tmp}/state\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mm.commands.embedded import add_broker_option
+
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -12,9 +14,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the clusters running after the demo until Ctrl-C"
     )
+    add_broker_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from mm.demo import run_demo
 
-    return run_demo(args.records, keep=args.keep)
+    return run_demo(args.records, keep=args.keep, broker=args.broker)

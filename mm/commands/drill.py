@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
+    from mm.commands.embedded import add_broker_option
     from mm.drill.run import SCENARIOS
 
     parser.add_argument(
@@ -47,11 +48,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--disaster",
         choices=("freeze", "kill", "simulated"),
-        help="how A fails: freeze = SIGSTOP its embedded broker, resumed for failback "
-        "(default); kill = SIGKILL a durable embedded A, restarted for failback (slow "
-        "storage: see docs); simulated = the drill's mirror jobs are killed, A keeps "
-        "running (the only one, and the default, with -c)",
+        help="how A fails: freeze = SIGSTOP its broker, resumed for failback "
+        "(default); kill = SIGKILL A's broker, restarted for failback (on the embedded "
+        "broker a durable A, slow storage: see docs); simulated = the drill's mirror jobs "
+        "are killed, A keeps running (the only one, and the default, with -c)",
     )
+    add_broker_option(parser)
     parser.add_argument(
         "-c",
         "--config",
@@ -98,6 +100,8 @@ def _disaster(args: argparse.Namespace) -> str:
                 "are killed)"
             )
         return "simulated"
+    if args.config and args.broker != "auto":
+        raise UsageError("--broker is for the drill's own clusters, not with -c FILE")
     for flag, given in (("--flow", args.flow), ("--keep", args.keep)):
         if given:
             raise UsageError(f"{flag} needs -c FILE (embedded clusters have one flow, A->B)")
@@ -127,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             disaster=disaster,
             external=external,
             keep=args.keep,
+            broker=args.broker,
         ),
         out,
     )

@@ -1,4 +1,6 @@
-"""`mm embedded up|down|status`: local Kafka-compatible clusters (Tansu) for demos and tests."""
+"""`mm embedded up|down|status|fetch-kafka`: local clusters for demos and tests, on
+Apache Kafka where its jars are present (`fetch-kafka` gets them), else on the
+embedded broker (Tansu)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from mm.embedded import probe, procs
+from mm.embedded.clusters import BROKERS, EmbeddedClusters
+from mm.embedded.kafka_jars import KAFKA_VERSION, cache_dir, fetch_jars
 from mm.embedded.state import ClusterState, Proc, State, state_path
-from mm.embedded.tansu import EmbeddedClusters
 from mm.errors import MirrorError, UsageError
 from mm.logs import get_logger
 from mm.signals import stop_on_signals
@@ -36,10 +39,22 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     up.add_argument(
         "--clusters", default="A,B", help="comma-separated cluster names (default: A,B)"
     )
-    up.add_argument("--durable", action="store_true", help="keep data on a local S3 (moto) server")
+    up.add_argument(
+        "--durable",
+        action="store_true",
+        help="clusters that survive a broker restart (Apache Kafka's always do; the "
+        "embedded broker keeps data on a local S3 (moto) server)",
+    )
+    add_broker_option(up)
     up.add_argument(
         "--detach", action="store_true", help="leave the brokers running in the background"
     )
+    fetch = actions.add_parser(
+        "fetch-kafka",
+        help=f"copy Apache Kafka {KAFKA_VERSION}'s jars from Maven Central into the user "
+        "cache (once; needs Maven), and print the directory",
+    )
+    fetch.add_argument("--dir", default=None, help=f"another directory (default: {cache_dir()})")
     down = actions.add_parser("down", help="stop the clusters of the state file")
     status = actions.add_parser("status", help="show whether each cluster answers (exit 1 if not)")
     for sp in (up, down, status):
@@ -50,10 +65,29 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def add_broker_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker",
+        choices=BROKERS,
+        default="auto",
+        help="the clusters' broker: Apache Kafka (its jars from `mm embedded fetch-kafka`), "
+        "the embedded broker (Tansu), or auto (default): Apache Kafka when its jars are there",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.action == "fetch-kafka":
+        print(fetch_jars(Path(args.dir) if args.dir else None), flush=True)
+        return 0
     path = state_path(args.state_file)
     if args.action == "up":
-        return _up(_parse_names(args.clusters), path, durable=args.durable, detach=args.detach)
+        return _up(
+            _parse_names(args.clusters),
+            path,
+            durable=args.durable,
+            detach=args.detach,
+            broker=args.broker,
+        )
     if args.action == "down":
         return _down(path)
     return _status(path)
@@ -71,7 +105,7 @@ def _parse_names(raw: str) -> list[str]:
     return names
 
 
-def _up(names: list[str], path: Path, *, durable: bool, detach: bool) -> int:
+def _up(names: list[str], path: Path, *, durable: bool, detach: bool, broker: str) -> int:
     old = State.read(path)
     if old is not None and old.any_alive():
         raise MirrorError(
@@ -82,10 +116,9 @@ def _up(names: list[str], path: Path, *, durable: bool, detach: bool) -> int:
     if not detach:
         stop_on_signals(stop, signals=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     # PDEATHSIG only in the foreground: detached brokers must outlive this process.
-    clusters = EmbeddedClusters(path.parent, die_with_parent=not detach)
+    clusters = EmbeddedClusters(path.parent, broker=broker, die_with_parent=not detach)
     try:
-        for name in names:
-            clusters.add(name, durable=durable)
+        clusters.start(names, durable=durable)
         state = _state_of(clusters, detached=detach)
         state.write(path)
     except BaseException:
@@ -127,7 +160,12 @@ def _state_of(clusters: EmbeddedClusters, *, detached: bool) -> State:
         detached=detached,
         clusters=[
             ClusterState(
-                i.name, i.bootstrap_servers, str(i.log_path), i.storage_engine, Proc.of(i.pid or 0)
+                i.name,
+                i.bootstrap_servers,
+                str(i.log_path),
+                i.storage_engine,
+                Proc.of(i.pid or 0),
+                i.profile,
             )
             for i in infos
         ],
@@ -143,8 +181,8 @@ def _print_addresses(state: State) -> None:
     print()
     for c in state.clusters:
         print(f"export MM_{c.name}__BOOTSTRAP_SERVERS={c.bootstrap_servers}")
-        # the embedded broker's profile (mm.kafka.profile): where brokers differ
-        print(f"export MM_{c.name}__MM_BROKER_PROFILE=embedded")
+        # the broker's profile (mm.kafka.profile): where brokers differ
+        print(f"export MM_{c.name}__MM_BROKER_PROFILE={c.profile}")
     print(f"# broker logs: {state.run_dir}", flush=True)
 
 
@@ -184,7 +222,10 @@ def _status(path: Path) -> int:
     width = max((len(c.name) for c in state.clusters), default=1)
     all_up = True
     for c in state.clusters:
-        up = c.proc.alive() and probe.cluster_id(c.bootstrap_servers, timeout=2.0) == c.name
+        if c.profile == "embedded":  # the embedded broker reports the name as cluster id
+            up = c.proc.alive() and probe.cluster_id(c.bootstrap_servers, timeout=2.0) == c.name
+        else:
+            up = c.proc.alive() and probe.answers_metadata(c.bootstrap_servers, timeout=2.0)
         all_up = all_up and up
         word = "up" if up else "DOWN"
         print(f"{c.name:<{width}}  {c.bootstrap_servers}  {word}  (log {c.log_path})")

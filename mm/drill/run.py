@@ -18,10 +18,12 @@ count in another's figures):
 
 The disaster: ``freeze`` (the default) stops A's broker with SIGSTOP, and failback
 resumes it (SIGCONT): to every client a frozen broker is a dead host, and A comes
-back with what it acknowledged. ``kill`` SIGKILLs a durable A and restarts it; the
-embedded broker's durable storage (S3 on a local moto server) is slow here (mirror
-micro-batches of 1-12 s against a few hundred ms in memory), so the figures then
-measure that storage more than the mirror.
+back with what it acknowledged. ``kill`` SIGKILLs A and restarts it: Apache Kafka
+recovers its logs from disk; the embedded broker (where Kafka's jars are absent,
+or ``--broker tansu``) needs a durable A, whose storage (S3 on a local moto server)
+is slow here (mirror micro-batches of 1-12 s against a few hundred ms in memory),
+so its figures then measure that storage more than the mirror. The drill's own
+clusters run on Apache Kafka where its jars are present (:mod:`mm.embedded.clusters`).
 
 On the user's clusters (``-c``) nothing of theirs is touched: the drill's topics,
 groups and aliases carry its run's mark (:mod:`mm.drill.external`), it runs no
@@ -88,6 +90,7 @@ from mm.drill.workload import (
     wait_until,
 )
 from mm.embedded import EmbeddedClusters
+from mm.embedded.clusters import BROKER_NAMES
 from mm.errors import MirrorError
 from mm.verify.reads import committed_offsets
 
@@ -112,8 +115,8 @@ EXTERNAL_NOTE = (
     "at full speed."
 )
 DISASTERS = {
-    "freeze": "A's embedded broker frozen (SIGSTOP), resumed for failback",
-    "kill": "A's durable embedded broker killed (SIGKILL), restarted for failback",
+    "freeze": "A's broker frozen (SIGSTOP), resumed for failback",
+    "kill": "A's broker killed (SIGKILL), restarted for failback",
     "simulated": "simulated: the drill's own mirror and checkpoint jobs killed (SIGKILL); "
     "A kept running",
 }
@@ -136,6 +139,7 @@ class DrillOptions:
     progress: Callable[[str], None] = print
     external: ExternalSetup | None = None  # -c FILE: the user's clusters, not embedded ones
     keep: bool = False  # external: leave the drill's topics and groups for a look
+    broker: str = "auto"  # the drill's own clusters: kafka, tansu or auto (mm.embedded.clusters)
 
 
 @dataclass
@@ -165,7 +169,9 @@ class Drill:
         self.names = EMBEDDED_NAMES if self.ext is None else self.ext.names
         self.logs_dir = run_dir / "logs"
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.clusters = EmbeddedClusters(run_dir / "brokers") if self.ext is None else None
+        self.clusters = (
+            EmbeddedClusters(run_dir / "brokers", broker=opts.broker) if self.ext is None else None
+        )
         self.series = Series()
         self.reports: list[ScenarioReport] = []
         self.jobs: list[Job] = []
@@ -237,23 +243,30 @@ class Drill:
         assert self.clusters is not None
         say = self.opts.progress
         durable = self.opts.disaster == "kill"
-        self.a = self.clusters.add("A", durable=durable).bootstrap_servers
-        self.b = self.clusters.add("B").bootstrap_servers
-        say(f"clusters: A {self.a}{' (durable)' if durable else ''}, B {self.b}")
+        if durable:  # the embedded broker's A on durable storage (Apache Kafka's always is)
+            self.clusters.add("A", durable=True)
+        infos = self.clusters.start(("A", "B"))  # side by side: Apache Kafka takes seconds
+        self.a, self.b = infos["A"].bootstrap_servers, infos["B"].bootstrap_servers
+        profile = infos["A"].profile
+        # the embedded broker's durable storage answers a fetch it cannot fill within
+        # the wait with nothing, and the mirror's 10 ms default wait then never reads
+        # a backlog of many small batches (measured: 0 records in 10 s)
+        slow_fetch = durable and profile == "embedded"
+        say(
+            f"clusters ({BROKER_NAMES[self.clusters.broker]}): A {self.a}"
+            f"{' (durable)' if durable else ''}, B {self.b}"
+        )
         self.config.write_text(
             "# written by mm drill\n"
             "clusters = A, B\n"
             f"A.bootstrap.servers = {self.a}\n"
             f"B.bootstrap.servers = {self.b}\n"
-            "mm.broker.profile = embedded\n"
+            f"mm.broker.profile = {profile}\n"
             "A->B.enabled = true\n"
             "A->B.topics = drill-.*\n"
             "A->B.groups = drill-.*\n"
             "A->B.emit.checkpoints.interval.seconds = 1\n"
-            # the embedded broker's durable storage answers a fetch it cannot fill
-            # within the wait with nothing, and the mirror's 10 ms default wait then
-            # never reads a backlog of many small batches (measured: 0 records in 10 s)
-            + ("A.consumer.fetch.max.wait.ms = 500\n" if durable else "")
+            + ("A.consumer.fetch.max.wait.ms = 500\n" if slow_fetch else "")
             # the drill's groups appear after the checkpoint job started
             + "A->B.refresh.groups.interval.seconds = 2\n"
             "A->B.refresh.groups.interval.seconds = 2\n"

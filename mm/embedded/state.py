@@ -42,6 +42,8 @@ class ClusterState:
     log_path: str
     storage_engine: str
     proc: Proc
+    # the broker profile (mm.kafka.profile); files written before it: the embedded broker
+    profile: str = "embedded"
 
 
 @dataclass

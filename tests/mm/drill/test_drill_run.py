@@ -37,6 +37,8 @@ def test_drill_runs_every_scenario_and_its_figures_match_the_records(tmp_path: P
         check=False,
     )
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]
+    # the README's command, where Apache Kafka's jars are (./dev fetches them): on Kafka
+    assert "clusters (Apache Kafka 4.3.1): A 127.0.0.1:" in res.stdout, res.stdout[:2000]
     report = from_json((out / "drill-report.json").read_text())
     by_name = {s.name: s for s in report.scenarios}
     assert list(by_name) == ["switchover", "failover", "failback"]

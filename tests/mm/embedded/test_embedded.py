@@ -1,4 +1,5 @@
-"""Embedded clusters: the test fixtures, durable restarts and `mm embedded up|down|status`."""
+"""Embedded clusters: the test fixtures, durable restarts and `mm embedded up|down|status`,
+on the embedded broker (Tansu) and on Apache Kafka (`--broker kafka`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from support.cli import MMProcess, run_mm
 from support.clusters import KafkaCluster, KafkaFactory
 
-from mm.embedded import EmbeddedCluster, procs
+from mm.embedded import EmbeddedCluster, EmbeddedClusters, procs
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +126,33 @@ def test_durable_cluster_keeps_data_across_restart(
     assert consume_values(cluster.bootstrap_servers, topic, len(sent)) == sent
 
 
-def test_brokers_die_with_a_killed_parent(tmp_path: Path) -> None:
+def test_apache_kafka_cluster_keeps_data_across_kill_and_restart(tmp_path: Path) -> None:
+    """The drill's `--disaster kill` on Apache Kafka: SIGKILL, restart on the same port,
+    every acknowledged record there, in order."""
+    with EmbeddedClusters(tmp_path, broker="kafka") as clusters:
+        infos = clusters.start(("K",))
+        assert infos["K"].profile == "kafka"
+        cluster = clusters["K"]
+        topic = "killed"
+        create_topic(cluster.bootstrap_servers, topic)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        sent = [f"k{i}".encode() for i in range(500)]
+        for value in sent:
+            producer.produce(topic, value=value)
+        assert producer.flush(30) == 0
+        del producer
+        before = cluster.info()
+        proc = cluster.process
+        assert proc is not None
+        proc.kill()
+        proc.wait(30)
+        after = cluster.restart()
+        assert after.bootstrap_servers == before.bootstrap_servers and after.pid != before.pid
+        assert consume_values(cluster.bootstrap_servers, topic, len(sent)) == sent
+
+
+@pytest.mark.parametrize("broker", ["tansu", "kafka"])
+def test_brokers_die_with_a_killed_parent(tmp_path: Path, broker: str) -> None:
     # PR_SET_PDEATHSIG: even SIGKILL of the owner (no atexit) takes the brokers down.
     script = textwrap.dedent(
         f"""
@@ -133,7 +160,7 @@ def test_brokers_die_with_a_killed_parent(tmp_path: Path) -> None:
         from mm.embedded import EmbeddedClusters
         from mm.logs import configure_logging
         configure_logging()  # logs to stderr: stdout carries the pids
-        clusters = EmbeddedClusters({str(tmp_path)!r})
+        clusters = EmbeddedClusters({str(tmp_path)!r}, broker={broker!r})
         clusters.start(("P",))
         print(json.dumps([clusters["P"].pid]), flush=True)
         time.sleep(120)
@@ -178,16 +205,21 @@ def cli_dir(tmp_path: Path) -> Iterator[Path]:
         procs.stop_pids(state_pids(state_file), grace=1.0)
 
 
-def test_cli_detach_status_down(cli_dir: Path) -> None:
+@pytest.mark.parametrize(
+    ("broker", "profile", "processes"), [("tansu", "embedded", 3), ("kafka", "kafka", 2)]
+)
+def test_cli_detach_status_down(cli_dir: Path, broker: str, profile: str, processes: int) -> None:
     state_file = cli_dir / "state.json"
-    up = run_mm("embedded", "up", "--detach", "--durable", "--clusters", "A,B",
+    up = run_mm("embedded", "up", "--detach", "--durable", "--clusters", "A,B", "--broker", broker,
                 "--state-file", str(state_file), cwd=cli_dir)  # fmt: skip
     assert up.returncode == 0, up.stderr
     lines = up.stdout.splitlines()
     assert [line.split()[0] for line in lines[:2]] == ["A", "B"]
     assert any(line.startswith("export MM_A__BOOTSTRAP_SERVERS=127.0.0.1:") for line in lines)
+    assert f"export MM_B__MM_BROKER_PROFILE={profile}" in lines
     pids = state_pids(state_file)
-    assert len(pids) == 3  # two brokers and the moto server
+    # two brokers, and for the embedded broker's durable storage the moto server
+    assert len(pids) == processes
 
     status = run_mm("embedded", "status", "--state-file", str(state_file), cwd=cli_dir)
     assert status.returncode == 0, status.stdout + status.stderr
@@ -205,10 +237,13 @@ def test_cli_detach_status_down(cli_dir: Path) -> None:
     assert status.returncode == 1
 
 
-@pytest.mark.parametrize("stop_with", ["sigint", "down"])
-def test_cli_foreground_up(cli_dir: Path, stop_with: str) -> None:
+@pytest.mark.parametrize(
+    ("stop_with", "broker"), [("sigint", "tansu"), ("down", "tansu"), ("sigint", "kafka")]
+)
+def test_cli_foreground_up(cli_dir: Path, stop_with: str, broker: str) -> None:
     state_file = cli_dir / "state.json"
-    up = MMProcess("embedded", "up", "--clusters", "A", "--state-file", str(state_file),
+    up = MMProcess("embedded", "up", "--clusters", "A", "--broker", broker,
+                   "--state-file", str(state_file),
                    cwd=cli_dir, stderr_path=cli_dir / "up.err")  # fmt: skip
     try:
         line = up.wait_for_line(lambda s: s.startswith("A "))

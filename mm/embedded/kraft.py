@@ -1,0 +1,317 @@
+"""Embedded clusters on Apache Kafka: one KRaft process (broker and controller) each.
+
+The user's broker, run from the jars of :mod:`mm.embedded.kafka_jars` with
+``java -cp "<jars>/*" kafka.Kafka``: a one-node cluster, PLAINTEXT on a loopback
+port, its logs in ``<run_dir>/<name>-kafka/``. Data is on local disk, so every
+such cluster keeps what it acknowledged across a kill and :meth:`restart` (on the
+same port); ``durable`` asks nothing more of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from mm.embedded import procs
+from mm.embedded.cluster_info import ClusterInfo
+from mm.embedded.kafka_jars import require_jars
+from mm.errors import MirrorError
+from mm.logs import get_logger
+
+HEAP: Final = "768m"
+# a controlled shutdown of a one-node cluster takes 1-3 s; a frozen or busy JVM longer
+STOP_GRACE: Final = 20.0
+PROFILE: Final = "kafka"
+
+
+def _log() -> Any:
+    # Looked up per call: mm.logs.get_logger binds eagerly, and these modules are
+    # imported before the CLI configures logging.
+    return get_logger("mm.embedded")
+
+
+def java_cmd(
+    jars: Path, *args: str, heap: str | None = None, log4j2: Path | None = None
+) -> list[str]:
+    """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "<jars>/*" <args>`` ($JAVA_HOME's
+    java when set)."""
+    java = "java"
+    if os.environ.get("JAVA_HOME"):
+        java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+    elif shutil.which("java") is None:
+        raise MirrorError(
+            "Java is needed to run Apache Kafka but neither $JAVA_HOME nor `java` on PATH "
+            "was found: install Java 17+"
+        )
+    cmd = [java]
+    if heap:
+        cmd.append(f"-Xmx{heap}")
+    if log4j2 is not None:
+        cmd.append(f"-Dlog4j2.configurationFile={log4j2}")
+    # java expands the trailing '*' of a class path entry itself (no shell here)
+    return [*cmd, "-cp", f"{jars}/*", *args]
+
+
+def write_properties(path: Path, props: Mapping[str, object]) -> Path:
+    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    return path
+
+
+def write_log4j2(path: Path, log_file: Path, level: str = "INFO") -> Path:
+    """A log4j2 configuration sending everything to ``log_file`` (nothing to the console)."""
+    path.write_text(
+        f"""status = error
+name = mm
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c{{1}})%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.reflections.name = org.reflections
+logger.reflections.level = ERROR
+"""
+    )
+    return path
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id (a Uuid in URL-safe base64), never starting with "-"
+    (the storage tool would read it as an option)."""
+    while True:
+        value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not value.startswith("-"):
+            return value
+
+
+def one_node_props(port: int, controller_port: int, data_dir: Path) -> dict[str, object]:
+    """server.properties of a one-node KRaft cluster, PLAINTEXT on ``port``: internal
+    topics with one replica and one partition (a single coordinator to load), no
+    topic created by a client's metadata request, records kept until deleted."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.voters": f"1@{procs.LOOPBACK}:{controller_port}",
+        "listeners": (
+            f"PLAINTEXT://{procs.LOOPBACK}:{port},CONTROLLER://{procs.LOOPBACK}:{controller_port}"
+        ),
+        "advertised.listeners": f"PLAINTEXT://{procs.LOOPBACK}:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": data_dir,
+        "num.partitions": 1,
+        "default.replication.factor": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 1,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 1,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": "false",
+        # records with old timestamps (a drill's, a test's) must not vanish mid-run
+        "log.retention.ms": -1,
+    }
+
+
+def format_storage(jars: Path, config: Path, log4j2: Path, *args: str) -> None:
+    """``kafka-storage format`` for ``config`` with a new cluster id (``args``: SCRAM
+    users and the like); raises MirrorError with its output when it fails."""
+    fmt = subprocess.run(
+        java_cmd(
+            jars,
+            *("kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(config)),
+            *args,
+            heap="256m",
+            log4j2=log4j2,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if fmt.returncode != 0:
+        raise MirrorError(
+            f"formatting Apache Kafka's storage for {config} failed (exit {fmt.returncode}):\n"
+            f"{fmt.stdout[-2000:]}\n{fmt.stderr[-4000:]}"
+        )
+
+
+def coordinator_ready(admin: Any, timeout: float) -> str | None:
+    """None once the cluster answers metadata and its group coordinator describes
+    groups; else what it answered. Right after start the coordinator answers
+    COORDINATOR_LOAD_IN_PROGRESS, which AdminClient reports without retrying."""
+    group = "__mm-embedded-ready"
+    try:
+        admin.list_topics(timeout=timeout)
+        described = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+        described.result(timeout + 1)
+    except Exception as exc:  # not up yet: the caller asks again
+        return str(exc)  # not the exception: its frames would hold on to the client
+    return None
+
+
+class KRaftCluster:
+    """One embedded cluster on Apache Kafka; the cluster is named ``name`` in logs."""
+
+    durable = True  # local disk: a kill and restart keep what it acknowledged
+    profile = PROFILE
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        run_dir: Path,
+        die_with_parent: bool = True,
+        startup_timeout: float = 90.0,
+        heap: str = HEAP,
+    ) -> None:
+        self.name = name
+        self.dir = Path(run_dir) / f"{name}-kafka"
+        self.log_path = self.dir / "server.log"
+        self.out_path = self.dir / "kafka.out"
+        self.die_with_parent = die_with_parent
+        self.startup_timeout = startup_timeout
+        self.heap = heap
+        self._port: int | None = None
+        self._controller_port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        # each start's probe client, kept for the cluster's life: an AdminClient
+        # destroyed while a request of it is in flight can crash the process, and
+        # one that knew the killed broker did not find the restarted one in 90 s
+        self._probes: list[Any] = []
+
+    @property
+    def storage_engine(self) -> str:
+        return f"file://{self.dir / 'data'}"
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise MirrorError(f"embedded cluster {self.name} has not been started")
+        return self._port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{procs.LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self._proc
+
+    def info(self) -> ClusterInfo:
+        return ClusterInfo(
+            name=self.name,
+            bootstrap_servers=self.bootstrap_servers,
+            log_path=self.log_path,
+            pid=self.pid,
+            port=self.port,
+            storage_engine=self.storage_engine,
+            profile=self.profile,
+        )
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> ClusterInfo:
+        """Start the broker (formatting its storage the first time) and wait until it
+        serves groups."""
+        if self.is_running():
+            return self.info()
+        self.spawn()
+        self.wait_ready()
+        return self.info()
+
+    def spawn(self) -> None:
+        """Start the JVM without waiting (start several, then :meth:`wait_ready` each)."""
+        if self.is_running():
+            return
+        jars = require_jars()
+        config = self.dir / "server.properties"
+        log4j2 = self.dir / "log4j2.properties"
+        if self._port is None:  # a new cluster: nothing of an earlier one in its directory
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir.mkdir(parents=True)
+            self._port = procs.free_port()
+            self._controller_port = procs.free_port()
+            while self._controller_port == self._port:
+                self._controller_port = procs.free_port()
+            data = self.dir / "data"
+            write_properties(config, one_node_props(self._port, self._controller_port, data))
+            write_log4j2(log4j2, self.log_path)
+            format_storage(jars, config, log4j2)
+        argv = java_cmd(jars, "kafka.Kafka", str(config), heap=self.heap, log4j2=log4j2)
+        self._proc = procs.spawn(argv, log_path=self.out_path, die_with_parent=self.die_with_parent)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        last: str | None = "no answer"
+        admin: Any = None
+        while True:
+            if not self.is_running():
+                rc = self._proc.poll() if self._proc else None
+                self._proc = None
+                raise MirrorError(
+                    f"embedded cluster {self.name} (Apache Kafka) exited during start "
+                    f"({rc}); its log:\n{procs.log_tail(self.log_path)}\n"
+                    f"{procs.log_tail(self.out_path)}"
+                )
+            if procs.port_open(procs.LOOPBACK, self.port):
+                if admin is None:
+                    from confluent_kafka.admin import AdminClient
+
+                    admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+                    self._probes.append(admin)
+                last = coordinator_ready(admin, 5.0)
+                if last is None:
+                    break
+            if time.monotonic() > deadline:
+                self.stop()
+                raise MirrorError(
+                    f"embedded cluster {self.name} (Apache Kafka) was not ready within "
+                    f"{self.startup_timeout:g}s ({last}); its log: {self.log_path}"
+                )
+            time.sleep(0.2)
+        _log().info(
+            "embedded cluster started",
+            cluster=self.name,
+            bootstrap_servers=self.bootstrap_servers,
+            broker="Apache Kafka",
+            pid=self.pid,
+            log=str(self.log_path),
+        )
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        if self._proc is not None:
+            procs.stop_child(self._proc, grace)
+            _log().info("embedded cluster stopped", cluster=self.name)
+        self._proc = None
+
+    def restart(self, grace: float = STOP_GRACE) -> ClusterInfo:
+        """Stop (if running) and start again on the same port and data."""
+        self.stop(grace)
+        return self.start()
+
+    def release(self) -> None:
+        """Forget the process without stopping it (``mm embedded up --detach``)."""
+        self._proc = None
