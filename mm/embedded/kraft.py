@@ -22,6 +22,7 @@ from typing import Any, Final
 from mm.embedded import procs
 from mm.embedded.cluster_info import ClusterInfo
 from mm.embedded.kafka_jars import require_jars
+from mm.embedded.probe import QUIET_LOGGER
 from mm.errors import MirrorError
 from mm.logs import get_logger
 
@@ -280,7 +281,9 @@ class KRaftCluster:
                 if admin is None:
                     from confluent_kafka.admin import AdminClient
 
-                    admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+                    admin = AdminClient(
+                        {"bootstrap.servers": self.bootstrap_servers, "logger": QUIET_LOGGER}
+                    )
                     self._probes.append(admin)
                 last = coordinator_ready(admin, 5.0)
                 if last is None:

@@ -8,10 +8,10 @@ from typing import Any
 from mm.embedded import procs
 
 # librdkafka logs every refused connection; readiness polling expects those.
-_quiet = logging.getLogger("mm.embedded.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
-_quiet.setLevel(logging.CRITICAL)
+QUIET_LOGGER = logging.getLogger("mm.embedded.librdkafka")
+QUIET_LOGGER.addHandler(logging.NullHandler())
+QUIET_LOGGER.propagate = False
+QUIET_LOGGER.setLevel(logging.CRITICAL)
 
 
 def cluster_id(bootstrap_servers: str, timeout: float = 2.0) -> str | None:
@@ -25,7 +25,7 @@ def cluster_id(bootstrap_servers: str, timeout: float = 2.0) -> str | None:
 
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap_servers,
-        "logger": _quiet,
+        "logger": QUIET_LOGGER,
         "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
     }
     admin = new_admin(config)
