@@ -281,9 +281,11 @@ class KRaftCluster:
                 if admin is None:
                     from confluent_kafka.admin import AdminClient
 
-                    admin = AdminClient(
-                        {"bootstrap.servers": self.bootstrap_servers, "logger": QUIET_LOGGER}
-                    )
+                    conf: dict[str, Any] = {
+                        "bootstrap.servers": self.bootstrap_servers,
+                        "logger": QUIET_LOGGER,
+                    }
+                    admin = AdminClient(conf)
                     self._probes.append(admin)
                 last = coordinator_ready(admin, 5.0)
                 if last is None:

@@ -123,23 +123,31 @@ _END_PROBES: dict[tuple[tuple[str, str], ...], tuple[Any, Any]] = {}
 
 def source_ends(rt: FlowRuntime, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """The source's end offsets (read_committed) of ``keys``, read with clients this
-    worker keeps (two batched ListOffsets and one tail fetch)."""
+    worker keeps: two batched ListOffsets, and on a broker whose ListOffsets is not
+    exact (its profile) one tail fetch."""
     from mm_client.kafka.clients import new_admin, new_consumer
 
     from mm.kafka.watermarks import probe_consumer_conf, watermarks
 
-    key = tuple(sorted((k, str(v)) for k, v in rt.source_consumer.items()))
+    profile = rt.source_profile
+    key = (
+        ("mm.broker.profile", profile.name),
+        *sorted((k, str(v)) for k, v in rt.source_consumer.items()),
+    )
     with _WORKER_POOL_LOCK:
         probe = _END_PROBES.get(key)
         if probe is None:
             probe = (
                 new_admin(rt.source_admin or rt.source_consumer),
-                new_consumer(probe_consumer_conf(rt.source_consumer)),
+                # ListOffsets alone where it is exact: no fetch, no consumer to keep
+                None
+                if profile.list_offsets_exact
+                else new_consumer(probe_consumer_conf(rt.source_consumer)),
             )
             _END_PROBES[key] = probe
         admin, consumer = probe
         marks = watermarks(
-            rt.source_consumer, keys, admin=admin, consumer=consumer, profile=rt.source_profile
+            rt.source_consumer, keys, admin=admin, consumer=consumer, profile=profile
         )
     return {k: hi for k, (_lo, hi) in marks.items()}
 

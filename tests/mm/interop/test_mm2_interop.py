@@ -1,4 +1,4 @@
-"""Interop with the real MirrorMaker 2 (Apache Kafka 4.3.1 jars, see kafka/pom.xml).
+"""Interop with the real MirrorMaker 2 (Apache Kafka 4.3.1 jars, see mm/embedded/kafka-pom.xml).
 
 Two one-node KRaft brokers A and B for the module. One module fixture plays the
 takeover story once:

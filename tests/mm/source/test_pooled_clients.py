@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mm_client.kafka.pool import ClientPool
 
+from mm.kafka.profile import EMBEDDED, KAFKA, BrokerProfile
 from mm.source.clients import MirrorClients
 from mm.source.spec import RangeSpec
 from mm.source.task import RecordTooLargeError, mirror_range
@@ -234,3 +235,32 @@ def test_states_are_read_ahead_only_for_ranges_whose_producer_is_reused() -> Non
     states = reused_producer_states(rt, specs, pool, clients)
     assert asked == [[(TARGET_TOPIC, 1), (TARGET_TOPIC, 2)]]
     assert {k: v[0] for k, v in states.items()} == {(TARGET_TOPIC, 1): 10, (TARGET_TOPIC, 2): 20}
+
+
+@pytest.mark.parametrize(("profile", "consumers"), [(KAFKA, 0), (EMBEDDED, 1)])
+def test_end_probes_keep_a_consumer_only_where_list_offsets_is_not_exact(
+    monkeypatch: pytest.MonkeyPatch, profile: BrokerProfile, consumers: int
+) -> None:
+    """A worker's pooled end probe: on Apache Kafka two batched ListOffsets, no
+    consumer created for a tail fetch it never makes; one per profile and cluster."""
+    import mm_client.kafka.clients as kafka_clients
+
+    import mm.kafka.watermarks as wm
+    from mm.source import task
+
+    made: list[str] = []
+    monkeypatch.setattr(kafka_clients, "new_admin", lambda conf: made.append("admin") or "A")
+    monkeypatch.setattr(kafka_clients, "new_consumer", lambda conf: made.append("consumer") or "C")
+    seen: list[tuple[Any, Any, str]] = []
+
+    def fake_watermarks(conf: Any, keys: Any, **kw: Any) -> dict[Any, tuple[int, int]]:
+        seen.append((kw["admin"], kw["consumer"], kw["profile"].name))
+        return {k: (0, 7) for k in keys}
+
+    monkeypatch.setattr(wm, "watermarks", fake_watermarks)
+    monkeypatch.setattr(task, "_END_PROBES", {})
+    rt = runtime(source_profile=profile)
+    for _ in range(3):
+        assert task.source_ends(rt, [(TOPIC, 0)]) == {(TOPIC, 0): 7}
+    assert made.count("admin") == 1 and made.count("consumer") == consumers
+    assert seen == [("A", "C" if consumers else None, profile.name)] * 3
