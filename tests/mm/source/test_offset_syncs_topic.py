@@ -18,7 +18,17 @@ BASE = TWO_CLUSTERS
 
 
 class _Metadata:
-    topics: ClassVar[dict[str, Any]] = {}
+    def __init__(self, topics: dict[str, Any]) -> None:
+        self.topics = topics
+
+
+class _Partition:
+    leader = 1
+
+
+class _Topic:
+    error = None
+    partitions: ClassVar[dict[int, Any]] = {0: _Partition()}
 
 
 class FakeAdmin:
@@ -27,8 +37,9 @@ class FakeAdmin:
     def __init__(self, conf: dict[str, Any]) -> None:
         self.conf = conf
 
-    def list_topics(self, timeout: float) -> _Metadata:
-        return _Metadata()
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> _Metadata:
+        # a created topic is listed with a leader (ensure_topic waits for that)
+        return _Metadata({t.topic: _Topic() for _where, t in FakeAdmin.created})
 
     def create_topics(self, topics: list[Any], request_timeout: float) -> dict[str, Future[None]]:
         FakeAdmin.created += [(self.conf["bootstrap.servers"], t) for t in topics]
