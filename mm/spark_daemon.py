@@ -45,3 +45,24 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def quiet_accumulator_server(server: Any) -> None:
+    """The driver's side of the same hang-up: PySpark's accumulator server (a
+    ``socketserver`` thread in the driver) reads each task's accumulator updates,
+    and when a stop ends Spark while an update is being read, the JVM closes the
+    connection and the server prints the EOFError's traceback to stderr (seen:
+    `mm checkpoint` stopped by Ctrl-C 0.1 s after a round). Such a read ends
+    quietly; every other error is printed as before."""
+    if server is None:
+        return
+    printed = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (EOFError, *HUNG_UP)):
+            return  # Spark is stopping: the update's task has ended with it
+        printed(request, client_address)
+
+    server.handle_error = handle_error

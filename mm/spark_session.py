@@ -76,4 +76,7 @@ def build_spark(app_name: str, spark_conf: Mapping[str, str]) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MM_SPARK_LOG_LEVEL", "WARN"))
+    from mm.spark_daemon import quiet_accumulator_server
+
+    quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))
     return spark

@@ -120,11 +120,37 @@ def test_a_worker_the_jvm_hung_up_on_ends_quietly() -> None:
         quiet_when_hung_up(hung_up(PermissionError))(None, True)
 
 
+@pytest.mark.unit
+def test_an_accumulator_update_the_jvm_hung_up_on_prints_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The driver's accumulator server: an update cut off by Spark stopping (EOFError,
+    a reset) prints no traceback; any other error is printed as socketserver does."""
+    import socketserver
+
+    from mm.spark_daemon import quiet_accumulator_server
+
+    server = socketserver.BaseServer(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    quiet_accumulator_server(server)
+    for error in (EOFError(), ConnectionResetError(104, "reset"), ValueError("bad update")):
+        try:
+            raise error
+        except Exception:
+            server.handle_error(None, ("127.0.0.1", 4242))
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 1 and "ValueError: bad update" in err, err
+    assert "EOFError" not in err and "ConnectionResetError" not in err, err
+    quiet_accumulator_server(None)  # a context without one: nothing to do
+
+
 def test_spark_workers_run_under_the_quiet_daemon() -> None:
-    """A session from build_spark forks its Python workers from mm.spark_daemon."""
+    """A session from build_spark forks its Python workers from mm.spark_daemon, and
+    its accumulator server is the quiet one."""
     from mm.spark_session import build_spark
 
     spark = build_spark("daemon-test", {"spark.master": "local[1]"})
+    server = spark.sparkContext._accumulatorServer
+    assert "quiet_accumulator_server" in server.handle_error.__qualname__
     try:
         names = (
             spark.sparkContext.parallelize([0], 1)
