@@ -35,12 +35,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm.embedded import kraft, procs
+from mm.embedded.kafka_jars import ENV_JARS, KAFKA_VERSION, missing_jars
 from mm.embedded.kraft import write_log4j2, write_properties
 
 T = TypeVar("T")
 
-ENV_JARS = "MM_KAFKA_JARS"
-KAFKA_VERSION = "4.3.1"
 PROBE_TOPIC = "mm-test-broker-probe"
 PROBE_GROUP = "mm-test-broker-probe"
 
@@ -65,15 +64,11 @@ def kafka_jars() -> Path:
             f"MirrorMaker 2 from their jars; {how}"
         )
     path = Path(value)
-    missing = [
-        name
-        for name in ("kafka_2.13", "connect-mirror", "connect-runtime", "kafka-tools")
-        if not list(path.glob(f"{name}-{KAFKA_VERSION}.jar"))
-    ]
+    missing = missing_jars(path)
     if missing:
         raise KafkaJarsMissingError(
             f"{ENV_JARS}={value} does not hold the Apache Kafka {KAFKA_VERSION} jars "
-            f"({', '.join(f'{m}-{KAFKA_VERSION}.jar' for m in missing)} missing); {how}"
+            f"({', '.join(missing)} missing); {how}"
         )
     return path
 
