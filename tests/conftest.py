@@ -14,7 +14,7 @@ from hypothesis import settings
 
 # `support` first: importing it makes sure `mm` is the real package (see its docstring).
 from support.apache_kafka import KRaftBroker
-from support.clusters import KafkaCluster, KafkaFactory
+from support.clusters import KafkaCluster, KafkaFactory, use_embedded_profile
 from support.names import unique_name
 
 from mm.embedded import EmbeddedCluster
@@ -56,7 +56,9 @@ def cluster_c(kafka_factory: KafkaFactory) -> KafkaCluster:
 
 @pytest.fixture
 def durable_cluster(
-    kafka_factory: KafkaFactory, unique_group: Callable[..., str]
+    kafka_factory: KafkaFactory,
+    unique_group: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Callable[[], EmbeddedCluster]]:
     """Factory of fresh durable embedded clusters (``.restart()`` keeps data).
 
@@ -70,6 +72,7 @@ def durable_cluster(
             pytest.skip(reason)
         name = unique_group("D")  # the group-name rules also suit cluster ids
         created.append(name)
+        use_embedded_profile(monkeypatch)
         return kafka_factory.durable(name)
 
     yield make

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.apache_kafka import KRaftBroker
-from support.clusters import KafkaCluster, KafkaFactory
+from support.clusters import KafkaCluster, KafkaFactory, use_embedded_profile
 from support.eos import BackgroundProducer, log_events, mirrored_batches, record_value
 from support.faults import (
     CheckpointWatch,
@@ -100,7 +100,9 @@ def jobs_factory() -> Iterator[Callable[[Path], Jobs]]:
 
 @pytest.fixture
 def own_cluster(
-    kafka_factory: KafkaFactory, unique_group: Callable[..., str]
+    kafka_factory: KafkaFactory,
+    unique_group: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Callable[[], EmbeddedCluster]]:
     """A fresh embedded (memory) broker of the test's own, to freeze without touching
     the session's clusters (other tests may run on them meanwhile)."""
@@ -110,6 +112,7 @@ def own_cluster(
         reason = kafka_factory.durable_unavailable_reason()
         if reason:
             pytest.skip(reason.replace("durable (restartable)", "frozen"))
+        use_embedded_profile(monkeypatch)
         created.append(kafka_factory.embedded.add(unique_group("F")))
         return created[-1]
 

@@ -31,10 +31,16 @@ BROKER_KINDS = ("kafka", "embedded")
 DEFAULT_KAFKA_IMAGE = "apache/kafka:3.9.1"
 
 
-# Every mm process and config this session loads sees the embedded broker's profile
-# once an embedded cluster exists (mm.kafka.profile): it is correct on Apache Kafka
-# too, and the tests write their configs without naming a profile.
+# The tests write their configs without naming a profile (mm.kafka.profile): a session
+# whose clusters are embedded sets the embedded broker's profile for all of it, and a
+# test that starts an embedded cluster of its own sets it for that test only
+# (:func:`use_embedded_profile`), so the Apache Kafka tests after it keep the default.
 ENV_PROFILE = "MM_MM_BROKER_PROFILE"
+
+
+def use_embedded_profile(monkeypatch: Any) -> None:
+    """Give the mm processes and configs of one test the embedded broker's profile."""
+    monkeypatch.setenv(ENV_PROFILE, EMBEDDED.name)
 
 
 @dataclass(frozen=True)
@@ -169,13 +175,13 @@ class KafkaFactory:
             self._containers.append(container)
             return KafkaCluster(name, container.bootstrap_servers, "docker")
         cluster = self.embedded.add(name)
+        os.environ[ENV_PROFILE] = EMBEDDED.name  # every session cluster is embedded
         return KafkaCluster(name, cluster.bootstrap_servers, "embedded", cluster.log_path)
 
     @property
     def embedded(self) -> EmbeddedClusters:
         if self._embedded is None:
             self._embedded = EmbeddedClusters(self.run_dir, broker="tansu")
-            os.environ[ENV_PROFILE] = EMBEDDED.name
         return self._embedded
 
     def durable_unavailable_reason(self) -> str | None:

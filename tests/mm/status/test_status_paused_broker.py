@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from support.clusters import KafkaFactory
+from support.clusters import KafkaFactory, use_embedded_profile
 from support.mirror import mm_env
 
 pytestmark = pytest.mark.integration
@@ -47,8 +47,11 @@ print("alive", flush=True)
 
 @pytest.mark.timeout(180)
 def test_group_offsets_timed_out_on_a_paused_broker_do_not_abort_after_it_resumes(
-    kafka_factory: KafkaFactory, unique_group: Callable[..., str]
+    kafka_factory: KafkaFactory,
+    unique_group: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    use_embedded_profile(monkeypatch)
     cluster = kafka_factory.embedded.add(unique_group("P"))
     assert cluster.pid is not None
     proc: subprocess.Popen[str] | None = None
