@@ -45,7 +45,7 @@ where the code handles it:
 
 These are handled in ways correct on both brokers, which is why the profile does
 not switch them; it switches only the differences that change a read
-(``list_offsets_exact``).
+(``list_offsets_exact``) or would override an operator (``keeps_acknowledged_commits``).
 """
 
 from __future__ import annotations
@@ -66,10 +66,18 @@ class BrokerProfile:
     or under read_committed the last stable offset. When False (Tansu answers the
     base offset of the last batch + 1), ends come from the high watermark of a real
     fetch (:func:`mm.kafka.watermarks.watermarks`)."""
+    keeps_acknowledged_commits: bool = True
+    """An offset commit the broker acknowledged stays (Apache Kafka). When False
+    (the embedded broker loses a transaction's commit when a fenced epoch's late
+    produce leaves it open), a mirror worker resumes from the highest position it
+    committed itself rather than a lower one read back; on Apache Kafka a lower
+    position is an operator's reset, and it is honoured."""
 
 
 KAFKA = BrokerProfile(name="kafka", list_offsets_exact=True)
-EMBEDDED = BrokerProfile(name="embedded", list_offsets_exact=False)
+EMBEDDED = BrokerProfile(
+    name="embedded", list_offsets_exact=False, keeps_acknowledged_commits=False
+)
 PROFILES: dict[str, BrokerProfile] = {p.name: p for p in (KAFKA, EMBEDDED)}
 
 

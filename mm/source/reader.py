@@ -76,6 +76,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._admin: Any = None
         self._ends: Any = None  # mm.source.ends.EndsPublisher, once needed
         self._refresher: Any = None  # mm.source.ends.EndsRefresher, once needed
+        self._positions_read_at: float | None = None  # mm.source.moved
+        self._target_admin: Any = None
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -234,10 +236,49 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         clock = self._refresh_clock()
         clock.reload()
         idle = [k for k in ends if k in start and out[k] == start[k]]
-        for k in clock.due(idle, time.time()):
+        refresh = set(clock.due(idle, time.time()))
+        refresh.update(k for k in self._behind_plan(start) if k in idle)
+        for k in refresh:
             rk = REFRESH_PREFIX + k
             out[rk] = int(start.get(rk, 0)) + 1
         return out
+
+    def _behind_plan(self, start: dict[str, int]) -> list[str]:
+        """Partitions whose committed position is below Spark's plan
+        (:mod:`mm.source.moved`); the state group is read at most every
+        CHECK_INTERVAL_S (and at a run's first batch). A failed read is logged and
+        tried again next batch: the plan goes on."""
+        from mm_client.kafka.admin import group_offsets_or_errors
+
+        from mm.source.moved import CHECK_INTERVAL_S, behind_plan
+
+        now = time.monotonic()
+        if self._positions_read_at is not None and now - self._positions_read_at < (
+            CHECK_INTERVAL_S
+        ):
+            return []
+        self._positions_read_at = now
+        rt = self.runtime
+        group = rt.state_group
+        read = group_offsets_or_errors(self._state_admin(), [group], 30.0, rt.target)[group]
+        if isinstance(read, Exception):
+            from mm.logs import get_logger
+
+            get_logger("mm.mirror.planner").warning(
+                "mirror positions not read; checked again next batch", error=str(read)
+            )
+            self._positions_read_at = None
+            return []
+        committed = {(tp.topic, tp.partition): tp.offset for tp in read if tp.offset >= 0}
+        targets = {t: mt.target_topic for t, mt in self._topics.items()}
+        return behind_plan(start, self._log_starts, targets, committed)
+
+    def _state_admin(self) -> Any:
+        if self._target_admin is None:
+            from mm_client.kafka.clients import new_admin
+
+            self._target_admin = new_admin(self._plan.planner["target_admin"])
+        return self._target_admin
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         from mm.source.shards import plan_shards

@@ -49,6 +49,7 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         pool_max_clients=cfg.setting("mirror.pool.max.clients"),
         source_admin=dict(source.librdkafka("admin")),
         source_profile=source.profile,
+        target_profile=target.profile,
     )
 
 

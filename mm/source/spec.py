@@ -53,6 +53,7 @@ class FlowRuntime:
     source_admin: dict[str, Any] = field(default_factory=dict)
     # what the source's broker does where brokers differ (how its ends are read)
     source_profile: BrokerProfile = KAFKA
+    target_profile: BrokerProfile = KAFKA
 
     def transactional_id(self, target_topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}.{target_topic}.{partition}"

@@ -631,8 +631,10 @@ def _mirror_with(
         if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
             # the last committed transaction's syncs may not have reached the source
             syncs.write(state[1], state[0])
-        floors = _floors(pool)
-        resumed, metadata = _resume_floor(floors.get(key, -1), committed, metadata, spec, log)
+        # only where the broker may lose an acknowledged commit: on Apache Kafka a
+        # position below ours is an operator's reset, and it is honoured
+        floor = -1 if rt.target_profile.keeps_acknowledged_commits else _floors(pool).get(key, -1)
+        resumed, metadata = _resume_floor(floor, committed, metadata, spec, log)
         if resumed != committed:
             # the broker's position is behind the records it holds: put it right first,
             # or a partition with nothing more to mirror would keep reporting it
@@ -729,15 +731,16 @@ def _resume_floor(
     """The position to resume from: the committed one, unless this worker process
     (its client pool) has itself committed a higher one, ``floor``, for the partition.
 
-    Positions only move forward on Apache Kafka: every writer reads the committed
-    position after fencing the previous one and commits at or past it. A position
-    below one this process saw committed means the broker lost an acknowledged
-    commit (the embedded broker does, see :mod:`mm.kafka.profile`, when a fenced
-    epoch's late produce leaves a transaction it never ends); the records below
-    ours are on the target all the same, and mirroring from the lower position
-    would copy every one of them again, at each range, for as long as the broker
-    keeps losing the commits. (An operator's reset of a running mirror's position
-    is not honoured either: stop the mirror first.)
+    Asked only for a target whose profile says it may lose an acknowledged commit
+    (``keeps_acknowledged_commits`` False: the embedded broker, see
+    :mod:`mm.kafka.profile`, when a fenced epoch's late produce leaves a transaction
+    it never ends). There a position below one this process saw committed means a
+    lost commit: the records below ours are on the target all the same, and
+    mirroring from the lower position would copy every one of them again, at each
+    range, for as long as the broker keeps losing the commits. On Apache Kafka
+    every writer reads the committed position after fencing the previous one and
+    commits at or past it, so a lower position is an operator's reset (or a
+    deleted and re-created target), and the worker resumes from it.
     """
     if committed < 0 or committed >= floor:
         return committed, metadata

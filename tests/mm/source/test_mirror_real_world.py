@@ -354,3 +354,61 @@ def test_source_topic_recreated_under_the_mirror(
         assert "deleted and recreated" in run.stdout
         target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
         assert len(target[0]) == 60
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic`` and wait until the cluster no longer lists it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"
+        time.sleep(0.2)
+
+
+def test_target_topic_deleted_is_mirrored_again_from_the_start(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The way out the mirror's refusals print ("delete topic A.<t> on B to mirror <t>
+    again from its start"), followed as written: the next run re-creates the topic
+    and copies the source from its start, exactly once, with no new record needed
+    (before: exit 0 and nothing mirrored, Spark's checkpoint being past it all)."""
+    topic = unique_topic("remirror")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 600, "first")
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    _delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
+    assert [len(target[p]) for p in (0, 1)] == [300, 300], run.describe()
+    verified_copy(cfg, cluster_a, cluster_b, topic, 2)
+
+
+def test_position_reset_backwards_is_mirrored_from(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The state group's position reset backwards (as kafka-consumer-groups.sh
+    --reset-offsets does; the group has no members, so Kafka accepts it at any time):
+    the next run copies from the new position, what the operator asked for, with no
+    new record needed; the other partition is untouched."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    topic = unique_topic("reset")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 600, "first")
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    before = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
+    admin = AdminClient({"bootstrap.servers": cluster_b.bootstrap_servers})
+    reset = [TopicPartition(f"A.{topic}", 0, 100)]
+    done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(STATE_GROUP, reset)])
+    assert all(tp.error is None for tp in done[STATE_GROUP].result(30).topic_partitions or [])
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
+    assert after[1] == before[1]
+    assert after[0] == before[0] + before[0][100:], run.describe()
