@@ -6,11 +6,13 @@ They part when an operator resets the state group's positions backwards (as the
 mirror's refusals advise), or deletes the target topic and its positions to
 mirror it again from the start. A partition with new data is planned anyway and
 its task starts from the committed position; an idle one would never be looked
-at. So the planner reads the state group every :data:`CHECK_INTERVAL_S` (and at
-each run's first batch) and asks for a *refresh* (an empty range at the planned
+at. So the planner reads the state group every :data:`CHECK_INTERVAL_S` (a
+``--once`` run: at its first batch) and asks for a *refresh* (an empty range at the planned
 position, :mod:`mm.source.keepalive`) of each idle partition whose committed
 position is behind the plan: its task reads the position, and mirrors from it
 (or, with no position, from what the target holds: :mod:`mm.source.position`).
+Only on a target whose broker keeps acknowledged commits (Apache Kafka): on the
+embedded broker a lower position may be a lost commit (:mod:`mm.kafka.profile`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping
 from mm.source.keepalive import REFRESH_PREFIX
 
 # seconds between two reads of the state group's positions by the planner
-CHECK_INTERVAL_S = 5.0
+CHECK_INTERVAL_S = 10.0
 
 
 def split_key(key: str) -> tuple[str, int]:

@@ -246,19 +246,24 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _behind_plan(self, start: dict[str, int]) -> list[str]:
         """Partitions whose committed position is below Spark's plan
         (:mod:`mm.source.moved`); the state group is read at most every
-        CHECK_INTERVAL_S (and at a run's first batch). A failed read is logged and
+        CHECK_INTERVAL_S (a `--once` run: at its first batch only); only where the
+        target keeps acknowledged commits. A failed read is logged and, continuous,
         tried again next batch: the plan goes on."""
         from mm_client.kafka.admin import group_offsets_or_errors
 
         from mm.source.moved import CHECK_INTERVAL_S, behind_plan
 
+        rt = self.runtime
+        if not rt.target_profile.keeps_acknowledged_commits:
+            return []  # a lower position there may be a lost commit (mm.kafka.profile)
         now = time.monotonic()
-        if self._positions_read_at is not None and now - self._positions_read_at < (
-            CHECK_INTERVAL_S
+        if self._positions_read_at is not None and (
+            # --once: at its first batch only, or a partition that stays behind (one
+            # stopped at a record) would keep asking for batches and never end the run
+            self._target_offsets is not None or now - self._positions_read_at < CHECK_INTERVAL_S
         ):
             return []
         self._positions_read_at = now
-        rt = self.runtime
         group = rt.state_group
         read = group_offsets_or_errors(self._state_admin(), [group], 30.0, rt.target)[group]
         if isinstance(read, Exception):
@@ -267,7 +272,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             get_logger("mm.mirror.planner").warning(
                 "mirror positions not read; checked again next batch", error=str(read)
             )
-            self._positions_read_at = None
+            if self._target_offsets is None:
+                self._positions_read_at = None  # continuous: again next batch
             return []
         committed = {(tp.topic, tp.partition): tp.offset for tp in read if tp.offset >= 0}
         targets = {t: mt.target_topic for t, mt in self._topics.items()}
