@@ -412,3 +412,40 @@ def test_position_reset_backwards_is_mirrored_from(
     after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
     assert after[1] == before[1]
     assert after[0] == before[0] + before[0][100:], run.describe()
+
+
+def test_target_topic_deleted_under_a_running_mirror_is_mirrored_again(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The same way out, taken while `mm mirror` runs: the mirror keeps running,
+    re-creates the topic at its next topic refresh and copies the source from its
+    start; records written afterwards follow, each exactly once."""
+    from tests.support.mirror import ContinuousMirror, wait_for_records
+
+    topic = unique_topic("remirror-live")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 400, "first")
+    cfg = config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
+        topic,
+        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
+    )
+    mirror = ContinuousMirror(cfg, tmp_path)
+    try:
+        source = read_topic(cluster_a.bootstrap_servers, topic, 2)
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 180)
+        _delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
+        assert mirror.proc.poll() is None, mirror.output()[-6000:]
+        produce_plain(cluster_a.bootstrap_servers, topic, 2, 100, "second")
+        source = read_topic(cluster_a.bootstrap_servers, topic, 2)
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
+        assert mirror.proc.poll() is None, mirror.output()[-6000:]
+    finally:
+        rc = mirror.terminate()
+        out = mirror.output()
+        mirror.close()
+    assert rc == 0, out[-6000:]
+    verified_copy(cfg, cluster_a, cluster_b, topic, 2)
