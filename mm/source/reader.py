@@ -249,8 +249,6 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         CHECK_INTERVAL_S (a `--once` run: at its first batch only); only where the
         target keeps acknowledged commits. A failed read is logged and, continuous,
         tried again next batch: the plan goes on."""
-        from mm_client.kafka.admin import group_offsets_or_errors
-
         from mm.source.moved import CHECK_INTERVAL_S, behind_plan
 
         rt = self.runtime
@@ -264,20 +262,29 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ):
             return []
         self._positions_read_at = now
-        group = rt.state_group
-        read = group_offsets_or_errors(self._state_admin(), [group], 30.0, rt.target)[group]
-        if isinstance(read, Exception):
+        committed = self._committed_positions()
+        if isinstance(committed, Exception):
             from mm.logs import get_logger
 
             get_logger("mm.mirror.planner").warning(
-                "mirror positions not read; checked again next batch", error=str(read)
+                "mirror positions not read; checked again next batch", error=str(committed)
             )
             if self._target_offsets is None:
                 self._positions_read_at = None  # continuous: again next batch
             return []
-        committed = {(tp.topic, tp.partition): tp.offset for tp in read if tp.offset >= 0}
         targets = {t: mt.target_topic for t, mt in self._topics.items()}
         return behind_plan(start, self._log_starts, targets, committed)
+
+    def _committed_positions(self) -> dict[tuple[str, int], int] | Exception:
+        """The state group's committed positions by target topic and partition."""
+        from mm_client.kafka.admin import group_offsets_or_errors
+
+        rt = self.runtime
+        group = rt.state_group
+        read = group_offsets_or_errors(self._state_admin(), [group], 30.0, rt.target)[group]
+        if isinstance(read, Exception):
+            return read
+        return {(tp.topic, tp.partition): tp.offset for tp in read if tp.offset >= 0}
 
     def _state_admin(self) -> Any:
         if self._target_admin is None:

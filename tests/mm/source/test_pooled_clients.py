@@ -124,9 +124,10 @@ def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() 
     commit, or one that does not enforce fencing): the cache is not trusted, the
     producer is replaced, and a position *below* the worker's own acknowledged commit
     is not mirrored from again (the target holds those records: doing so would copy
-    them twice)."""
+    them twice). Only where the broker may lose an acknowledged commit (the embedded
+    profile); on Apache Kafka see the next test."""
     source, target = _source(40), FakeCluster("B")
-    rt = runtime(max_records_per_txn=5)
+    rt = runtime(max_records_per_txn=5, target_profile=EMBEDDED)
     clients = fake_clients(source, target, TARGET)
     pool, log = ClientPool(), Log()
     mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
@@ -235,6 +236,27 @@ def test_states_are_read_ahead_only_for_ranges_whose_producer_is_reused() -> Non
     states = reused_producer_states(rt, specs, pool, clients)
     assert asked == [[(TARGET_TOPIC, 1), (TARGET_TOPIC, 2)]]
     assert {k: v[0] for k, v in states.items()} == {(TARGET_TOPIC, 1): 10, (TARGET_TOPIC, 2): 20}
+
+
+def test_a_position_reset_below_a_cached_producer_is_followed_on_apache_kafka() -> None:
+    """On Apache Kafka an acknowledged commit stays, so a lower position under a
+    worker's cached producer is an operator's reset (kafka-consumer-groups.sh
+    --reset-offsets, as the mirror's refusals advise): the producer is replaced and
+    the partition is mirrored from the reset position, what the operator asked for."""
+    source, target = _source(40), FakeCluster("B")
+    rt = runtime(max_records_per_txn=5)
+    clients = fake_clients(source, target, TARGET)
+    pool, log = ClientPool(), Log()
+    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
+    target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")  # the operator's reset
+    result = mirror_range(
+        rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
+    )
+    assert log.named("fenced by another worker") and not log.named("below one this worker")
+    assert result.resumed_from == 30 and result.position == 80
+    # (a record every second source offset) v0-v19 were below 40; from 30 on: v15-v39
+    values = [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()]
+    assert values == [f"v{i}".encode() for i in (*range(20), *range(15, 40))]
 
 
 @pytest.mark.parametrize(("profile", "consumers"), [(KAFKA, 0), (EMBEDDED, 1)])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql.datasource import InputPartition
 
+from mm.kafka.profile import EMBEDDED
 from mm.source.keepalive import REFRESH_PREFIX, RefreshClock
 from mm.source.plan import MirrorPlan
 from mm.source.reader import OPTION_PLAN, MirrorStreamReader
@@ -102,7 +103,60 @@ def _reader(tmp_path: Path, ends: dict[str, int], interval: float) -> MirrorStre
     reader = MirrorStreamReader({OPTION_PLAN: plan.encode()})
     reader._topics = {TOPIC: MirroredTopic(TOPIC, TARGET_TOPIC, 2, 0)}
     reader._current_ends = lambda: dict(ends)  # type: ignore[method-assign]
+    # the state group's positions never behind the plan here (mm.source.moved has its own)
+    reader._committed_positions = lambda: {  # type: ignore[method-assign]
+        (TARGET_TOPIC, p): 1 << 62 for p in range(2)
+    }
     return reader
+
+
+def test_positions_behind_the_plan_are_looked_at_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A position reset backwards or deleted under an idle partition: the planner asks
+    for a refresh of it (its task mirrors from the committed position); a partition
+    with new data needs none (its range's task reads the position anyway)."""
+    clock = [100.0]
+    monkeypatch.setattr("mm.source.reader.time.monotonic", lambda: clock[0])
+    ends = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
+    reader = _reader(tmp_path, ends, interval=3600.0)
+    positions = {(TARGET_TOPIC, 1): 10}  # partition 0's deleted, partition 1's reset to 10
+    reader._committed_positions = lambda: dict(positions)  # type: ignore[method-assign]
+    start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 70}
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end[f"{REFRESH_PREFIX}{TOPIC}:0"] == 1 and f"{REFRESH_PREFIX}{TOPIC}:1" not in end
+    specs = _ranges(reader.partitions(start, end))
+    assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [
+        (0, 50, 50, {"refresh": True}),
+        (1, 70, 80, {}),
+    ]
+    # read again only after the interval (a continuous run), then still behind
+    start = end
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+    clock[0] += 10.0
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end[f"{REFRESH_PREFIX}{TOPIC}:0"] == 2 and end[f"{REFRESH_PREFIX}{TOPIC}:1"] == 1
+
+
+def test_positions_are_checked_once_per_run_with_once_and_never_on_the_embedded_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr("mm.source.reader.time.monotonic", lambda: clock[0])
+    ends = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
+    reader = _reader(tmp_path, ends, interval=3600.0)
+    reader._committed_positions = lambda: {}  # type: ignore[method-assign]
+    reader._target_offsets = dict(ends)  # --once (Trigger.AvailableNow)
+    start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end[f"{REFRESH_PREFIX}{TOPIC}:0"] == end[f"{REFRESH_PREFIX}{TOPIC}:1"] == 1
+    clock[0] += 3600.0  # a partition still behind (stopped at a record) ends the run all the same
+    assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end
+
+    embedded = _reader(tmp_path, ends, interval=3600.0)
+    embedded.runtime = runtime(target_profile=EMBEDDED)
+    embedded._committed_positions = lambda: {}  # type: ignore[method-assign]
+    assert embedded.latestOffset(start, embedded.getDefaultReadLimit()) == start
 
 
 def test_planner_refreshes_idle_partitions_once_per_interval(
