@@ -161,6 +161,7 @@ def restore_context(cfg: MirrorConfig, options: RestoreOptions) -> RestoreContex
         options.until_ms,
         options.timeout,
         txn_records=options.transaction_records,
+        profile=target.profile.name,
     )
 
 

@@ -153,28 +153,68 @@ def transaction_runs(
 
 
 def merge_runs(runs: Iterable[OffsetRun]) -> tuple[OffsetRun, ...]:
-    """A partition's runs in the order they were written, as one increasing mapping.
+    """A partition's runs in the order they were written, as one increasing mapping
+    of the target topic's newest incarnation.
 
     A run that restores original offsets an earlier run already covers replaces
     that part of the earlier one: on Apache Kafka the mapping is read
     read_committed and runs never overlap; a broker that serves an aborted
     transaction's records (the embedded broker does) shows the aborted attempt first,
-    then the committed retry of the same offsets.
+    then the committed retry of the same offsets, at higher target offsets (the
+    aborted records and their marker hold the ones between).
+
+    Target offsets only grow within one partition's log, so a run written below the
+    restored offsets before it belongs to a new topic of the same name: the target
+    topic was deleted and restored again. The runs before it describe records that
+    topic no longer has, and are dropped. (A truncated target partition cannot
+    produce such a run: a restore refuses to write into a partition whose end is
+    below its mapping, :func:`current_runs`.)
     """
     kept: list[OffsetRun] = []
     for run in runs:
+        if kept and run.restored < kept[-1].restored + kept[-1].count:
+            kept.clear()  # a new incarnation of the target topic
         while kept and kept[-1].original >= run.original:
             kept.pop()
         if kept and kept[-1].original_last >= run.original:
             last = kept[-1]
             kept[-1] = OffsetRun(last.original, last.restored, run.original - last.original)
-        if kept and run.restored <= kept[-1].restored + kept[-1].count - 1:
-            raise ValueError(
-                f"mapping run {run} is written below the restored offsets of {kept[-1]}: "
-                "expected restored offsets to grow in the order runs are written"
-            )
         kept.append(run)
     return tuple(kept)
+
+
+def current_runs(runs: Sequence[OffsetRun], end: int) -> tuple[OffsetRun, ...] | None:
+    """The mapping runs (:func:`merge_runs`) that describe the target partition as it
+    is now, whose end offset (past its last record) is ``end``.
+
+    All of them when the partition holds every record they map; none when they map
+    records of a deleted topic and the partition is a new, empty one (the restored
+    topic was deleted to restore it again: the restore starts over from the
+    backup's start). None (no answer) when the partition has records but fewer than
+    the mapping says it wrote: a truncated partition, or a recreated topic someone
+    else wrote into; offsets cannot tell what it holds, and a restore into it must
+    be refused.
+    """
+    if not runs or runs[-1].restored + runs[-1].count <= end:
+        return tuple(runs)
+    if end == 0:
+        return ()
+    return None
+
+
+def lost_mapping_message(
+    target_topic: str, partition: int, runs: Sequence[OffsetRun], end: int, where: str
+) -> str:
+    """Why a restore refuses a partition :func:`current_runs` has no answer for."""
+    last = runs[-1]
+    return (
+        f"{target_topic}[{partition}] on {where} ends at offset {end}, but the restore's "
+        f"offset mapping says it wrote records up to offset {last.restored + last.count - 1} "
+        "there: records it restored are gone (a truncated partition, or the topic was "
+        "recreated and written by another producer). Way out: delete topic "
+        f"{target_topic} on {where} and run the restore again; it restores the backup "
+        "from its start"
+    )
 
 
 @dataclass(frozen=True)
@@ -220,6 +260,12 @@ def group_moves(
                 )
             )
             continue
-        target = resume_offset(runs.get(key, ()), g.offset, ends[key])
+        mapped = runs.get(key, ())
+        now = current_runs(mapped, ends[key])
+        if now is None:
+            reason = lost_mapping_message(name, g.partition, mapped, ends[key], "the target")
+            out.append(GroupMove(g.group, g.topic, g.partition, g.offset, name, None, reason))
+            continue
+        target = resume_offset(now, g.offset, ends[key])
         out.append(GroupMove(g.group, g.topic, g.partition, g.offset, name, target))
     return out

@@ -44,10 +44,13 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from mm_client.kafka.clients import new_consumer, new_producer
 from mm_client.kafka.errors import wrap
 
+from mm.backup.groups import OffsetRun
 from mm.backup.layout import PartitionRef
 from mm.backup.segment import SegmentRow, iter_segment_rows
 from mm.backup.storage import Storage, open_storage
 from mm.restore.plan import (
+    current_runs,
+    lost_mapping_message,
     mapping_topic,
     segments_from,
     start_position,
@@ -85,6 +88,7 @@ class RestoreContext:
     timeout: float
     txn_records: int = 50_000
     txn_bytes: int = 32 << 20
+    profile: str = "kafka"  # the target's broker profile (mm.kafka.profile), by name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,19 +223,37 @@ class _Run:
         ref = PartitionRef(storage.prefix, ctx.region, task.topic, task.partition)
         _version, catalog = storage.catalogs.load(ref)
         position = start_position(catalog, committed)
-        mapped = self._mapped_position()
-        if mapped is not None and mapped != position:
-            # the mapping commits with the records; the group's offset is only a copy
-            # (a broker that lost an acknowledged offset commit, or applied an aborted
-            # one, would make this restore write records twice or skip them)
-            _log().warning(
-                "restore position differs from the offset mapping; resuming from the mapping",
-                target_topic=task.target_topic,
-                partition=task.partition,
-                committed=committed,
-                mapped=mapped,
-            )
-            position = mapped
+        runs = self._mapping_runs()
+        if runs:
+            end = self._end()
+            now = current_runs(runs, end)
+            if now is None:
+                where = f"cluster {ctx.target}"
+                raise RestoreError(
+                    lost_mapping_message(task.target_topic, task.partition, runs, end, where)
+                )
+            if not now:
+                # the restored topic was deleted and is new: what the mapping and the
+                # state group say was restored went with the old one
+                _log().info(
+                    "restored topic is new: restoring from the backup's start",
+                    target_topic=task.target_topic,
+                    partition=task.partition,
+                    committed=committed,
+                )
+                position = start_position(catalog, -1)
+            elif now[-1].original_last + 1 != position:
+                # the mapping commits with the records; the group's offset is only a
+                # copy (a broker that lost an acknowledged offset commit, or applied an
+                # aborted one, would make this restore write records twice or skip them)
+                _log().warning(
+                    "restore position differs from the offset mapping; resuming from the mapping",
+                    target_topic=task.target_topic,
+                    partition=task.partition,
+                    committed=committed,
+                    mapped=now[-1].original_last + 1,
+                )
+                position = now[-1].original_last + 1
         self.resumed_from = self.position = position
         group_metadata = self.state.consumer_group_metadata()
         try:
@@ -288,21 +310,31 @@ class _Run:
         if originals:
             self._commit(originals, held, ends, group_metadata)
 
-    def _mapped_position(self) -> int | None:
-        """One past the last original offset the mapping holds committed for this
-        partition; None when it holds nothing for it."""
+    def _mapping_runs(self) -> tuple[OffsetRun, ...]:
+        """The offset mapping held committed for this partition (empty: none)."""
         from mm.restore.mapping_read import read_mapping_runs
 
         key = (self.task.target_topic, self.task.partition)
-        runs = read_mapping_runs(
+        return read_mapping_runs(
             self.ctx.admin,
             self.ctx.consumer,
             self.ctx.region,
             {key},
             self.ctx.timeout,
             f"cluster {self.ctx.target}",
-        ).get(key)
-        return runs[-1].original_last + 1 if runs else None
+        ).get(key, ())
+
+    def _end(self) -> int:
+        """The target partition's end (past its last record), read as its broker
+        profile says ends are read: an end read short would restart a restore."""
+        from mm.kafka.profile import broker_profile
+        from mm.kafka.watermarks import watermarks
+
+        key = (self.task.target_topic, self.task.partition)
+        marks = watermarks(
+            self.ctx.consumer, [key], self.ctx.timeout, profile=broker_profile(self.ctx.profile)
+        )
+        return marks[key][1]
 
     def _committed(self) -> int:
         tp = TopicPartition(self.task.target_topic, self.task.partition)

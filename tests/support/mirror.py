@@ -219,6 +219,16 @@ def create_topic(
         time.sleep(0.1)
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic`` and wait until the cluster no longer lists it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 30
+    while partition_count(bootstrap, topic) is not None:
+        assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"
+        time.sleep(0.2)
+
+
 def partition_count(bootstrap: str, topic: str) -> int | None:
     """Partitions of ``topic``, or None when it does not exist."""
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)

@@ -12,8 +12,10 @@ from mm.backup.groups import GroupOffset, OffsetRun, resume_offset
 from mm.restore.plan import (
     MappingRecord,
     check_topic_prefix,
+    current_runs,
     decode_mapping,
     group_moves,
+    lost_mapping_message,
     merge_runs,
     past_until,
     pick_group_snapshot,
@@ -85,8 +87,33 @@ def test_an_aborted_attempt_is_replaced_by_its_retry() -> None:
         OffsetRun(0, 0, 5),
         OffsetRun(5, 20, 5),
     )
-    with pytest.raises(ValueError, match="restored offsets to grow"):
-        merge_runs([OffsetRun(0, 50, 10), OffsetRun(10, 55, 1)])
+
+
+def test_runs_written_below_earlier_ones_belong_to_a_new_target_topic() -> None:
+    """Target offsets only grow in one partition's log: a run below the restored
+    offsets before it was written into a new topic of the same name (deleted and
+    restored again), and the older runs describe records that are gone."""
+    old = [OffsetRun(0, 0, 600)]
+    assert merge_runs([*old, OffsetRun(0, 0, 300)]) == (OffsetRun(0, 0, 300),)
+    # restored again with a backup starting later, then continued
+    assert merge_runs([*old, OffsetRun(500, 0, 50), OffsetRun(550, 50, 10)]) == (
+        OffsetRun(500, 0, 50),
+        OffsetRun(550, 50, 10),
+    )
+    assert merge_runs([OffsetRun(0, 50, 10), OffsetRun(10, 55, 1)]) == (OffsetRun(10, 55, 1),)
+
+
+def test_current_runs_against_the_partition_end() -> None:
+    runs = (OffsetRun(0, 0, 300), OffsetRun(301, 301, 299))  # restored up to offset 599
+    assert current_runs(runs, 600) == runs
+    assert current_runs(runs, 700) == runs  # records written after the restore's
+    assert current_runs((), 0) == ()
+    assert current_runs(runs, 0) == ()  # a new, empty topic: start over
+    assert current_runs(runs, 599) is None  # truncated: refused
+    message = lost_mapping_message("r.orders", 1, runs, 599, "cluster B")
+    assert "r.orders[1] on cluster B ends at offset 599" in message
+    assert "up to offset 599" in message
+    assert "Way out: delete topic r.orders on cluster B and run the restore again" in message
 
 
 @given(
@@ -133,3 +160,16 @@ def test_group_moves_name_what_is_not_restored() -> None:
         (0, 2, None),
         (1, None, "partition 1 of orders was not restored"),
     ]
+    # the partition lost restored records: not moved, the reason names the way out
+    (lost,) = group_moves(
+        offsets[:1], {"orders": "r.orders"}, {("r.orders", 0): (OffsetRun(10, 0, 5),)},
+        {("r.orders", 0): 3},
+    )  # fmt: skip
+    assert lost.target_offset is None and lost.reason is not None
+    assert "delete topic r.orders" in lost.reason
+    # ... or was deleted and is new and empty: the group lands at its end
+    (fresh,) = group_moves(
+        offsets[:1], {"orders": "r.orders"}, {("r.orders", 0): (OffsetRun(10, 0, 5),)},
+        {("r.orders", 0): 0},
+    )  # fmt: skip
+    assert (fresh.target_offset, fresh.reason) == (0, None)
