@@ -202,15 +202,21 @@ def check_not_past_source_end(
     )[key]
     if committed <= end:
         return
-    raise PartitionStoppedError(
-        f"the mirror's position {committed} for {spec.topic}[{spec.partition}] is past the "
+    raise PartitionStoppedError(past_source_end_message(rt, spec, committed, end), result)
+
+
+def past_source_end_message(rt: FlowRuntime, spec: RangeSpec, position: int, end: int) -> str:
+    """The refusal of a partition whose position is past the source log end: checked
+    before a range (:func:`check_not_past_source_end`) and seen at fetch time (the
+    consumer's offset reset, :mod:`mm.source.task`)."""
+    return (
+        f"the mirror's position {position} for {spec.topic}[{spec.partition}] is past the "
         f"source log end {end}: the topic was deleted and recreated (or truncated) on "
         f"{rt.source}, and {spec.target_topic}[{spec.partition}] on {rt.target} holds the old "
         f"topic's records. Nothing is mirrored for this partition. To mirror the new topic from "
         f"its start, delete topic {spec.target_topic} on {rt.target} and the mirror's position "
         f"for it (kafka-consumer-groups.sh --group {rt.state_group} --topic {spec.target_topic} "
-        "--delete-offsets), then run the mirror again.",
-        result,
+        "--delete-offsets), then run the mirror again."
     )
 
 

@@ -883,7 +883,7 @@ def _mirror_loop(
                 # events, range end, oversize) takes the general path.
                 off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
                 fast = False
-                if n and off < end and m.error() is None:
+                if n and expected <= off < end and m.error() is None:
                     value = m.value()
                     k = m.key()
                     size = (len(value) if value else 0) + (len(k) if k else 0)
@@ -912,6 +912,16 @@ def _mirror_loop(
                             raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
                 if not fast:
                     err = m.error()
+                    if off < expected and (err is None or err.code() == KafkaError._PARTITION_EOF):
+                        # the consumer reset to the log start: the position is past the
+                        # log end (the topic recreated or truncated since the planner
+                        # looked). Copying from there would append the new log to the
+                        # old one's copy: stop the partition, this transaction aborted.
+                        if in_txn:
+                            _abort(producer)
+                        raise PartitionStoppedError(
+                            _past_end(rt, spec, consumer, expected, log), result
+                        )
                     if first_event:
                         first_event = False
                         if off > expected:
@@ -1085,6 +1095,27 @@ def _commit_position_only(
         producer.commit_transaction(60)
     except KafkaException as exc:
         raise wrap(exc, f"commit position of {spec.target_topic}[{spec.partition}]") from exc
+
+
+def _past_end(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    consumer: Consumer,
+    position: int,
+    log: Callable[..., None] | None,
+) -> str:
+    """The refusal for a fetch that found ``position`` past the source log end."""
+    from mm.source.position import past_source_end_message
+
+    try:
+        _low, end = consumer.get_watermark_offsets(
+            TopicPartition(spec.topic, spec.partition), timeout=10
+        )
+    except KafkaException as exc:
+        raise wrap(exc, f"log end of {spec.topic}[{spec.partition}]") from exc
+    if log is not None:
+        log("mirror position past the source log end at fetch time", position=position, end=end)
+    return past_source_end_message(rt, spec, position, int(end))
 
 
 def _check_loss(

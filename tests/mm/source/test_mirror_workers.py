@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from mm_client.kafka.pool import ClientPool
-from support.mirror import create_topic
+from support.mirror import create_topic, delete_topic
 
 from mm.kafka.rawlog import committed_view, read_log
 from mm.source.spec import FlowRuntime, RangeSpec
-from mm.source.task import mirror_range
+from mm.source.task import PartitionStoppedError, mirror_range
 
 pytestmark = pytest.mark.integration
 
@@ -161,3 +161,30 @@ def test_a_worker_killed_mid_range_loses_nothing(
     source = _records(cluster_a.bootstrap_servers, topic, 0)
     assert len(source) == 20_000
     assert _records(cluster_b.bootstrap_servers, target, 0) == source
+
+
+def test_a_position_past_the_source_end_at_fetch_time_stops_the_partition(
+    cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
+) -> None:
+    """The source topic is deleted and recreated shorter between the planner's look
+    and the fetch (the plan still names the old end): the position is past the new
+    log's end. The consumer's reset to the log start must not copy the new topic
+    after the old one's copy: the partition is refused with the position check's own
+    message, nothing produced (before: the 20 new records were appended to B)."""
+    topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 1)
+    a = cluster_a.bootstrap_servers
+    _fill(a, topic, 1, 60, "old")
+    first = mirror_range(rt, RangeSpec(topic, 0, target, 0, 60), pool=workers[0])
+    assert first.position == 60, first
+    delete_topic(a, topic)
+    create_topic(a, topic, 1)
+    _fill(a, topic, 1, 20, "new")
+    with pytest.raises(PartitionStoppedError) as stopped:
+        # planned before the recreation: [60, 100) of the old topic
+        mirror_range(rt, RangeSpec(topic, 0, target, 60, 100), pool=workers[0])
+    message = str(stopped.value)
+    assert f"the mirror's position 60 for {topic}[0] is past the source log end 20" in message
+    assert f"delete topic {target} on B" in message
+    copied = _records(cluster_b.bootstrap_servers, target, 0)
+    assert [v for _k, v in copied] == [f"old-{i}".encode() for i in range(60)]
+    assert _committed(cluster_b, rt, target) == 60
