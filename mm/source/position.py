@@ -214,9 +214,10 @@ def past_source_end_message(rt: FlowRuntime, spec: RangeSpec, position: int, end
         f"source log end {end}: the topic was deleted and recreated (or truncated) on "
         f"{rt.source}, and {spec.target_topic}[{spec.partition}] on {rt.target} holds the old "
         f"topic's records. Nothing is mirrored for this partition. To mirror the new topic from "
-        f"its start, delete topic {spec.target_topic} on {rt.target} and the mirror's position "
-        f"for it (kafka-consumer-groups.sh --group {rt.state_group} --topic {spec.target_topic} "
-        "--delete-offsets), then run the mirror again."
+        f"its start, delete the mirror's positions for it (kafka-consumer-groups.sh --group "
+        f"{rt.state_group} --topic {spec.target_topic} --delete-offsets --bootstrap-server "
+        f"<{rt.target}>), then topic {spec.target_topic} on {rt.target}, then run the mirror "
+        "again."
     )
 
 

@@ -19,7 +19,7 @@ Apache Kafka 2.8) answer the all-zero ID, which is never recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from mm.state_dir import write_atomically
@@ -51,6 +51,29 @@ def compare(
         elif old != tid:
             recreated[topic] = (old, tid)
     return keep, recreated
+
+
+def adopt_recreated(
+    keep: Mapping[str, str],
+    recreated: Mapping[str, tuple[str, str]],
+    targets_absent: Collection[str],
+) -> tuple[dict[str, str], dict[str, tuple[str, str]], list[str]]:
+    """The recreated topics whose target topic is gone take their new ID: the
+    operator deleted the old topic's copy (the way out of :func:`recreated_message`),
+    so nothing of the old topic can meet the new one on the target, and the new
+    topic is mirrored from its start into a new target topic.
+
+    Returns (the IDs to keep, the topics still refused, the topics adopted)."""
+    keep_now = dict(keep)
+    still: dict[str, tuple[str, str]] = {}
+    adopted: list[str] = []
+    for topic, (old, new) in recreated.items():
+        if topic in targets_absent:
+            keep_now[topic] = new
+            adopted.append(topic)
+        else:
+            still[topic] = (old, new)
+    return keep_now, still, adopted
 
 
 def load(path: Path) -> dict[str, str]:
@@ -91,11 +114,12 @@ def recreated_message(
 ) -> str:
     return (
         f"source topic {topic} on {source} was deleted and recreated since the mirror "
-        f"recorded it (topic ID {old}, now {new}): {target_topic} on {target} holds the old "
-        f"topic's records and the mirror's positions are the old topic's offsets, so the new "
-        f"topic's records below them would never be mirrored. Nothing is mirrored for it. To "
-        f"mirror the new topic from its start, delete topic {target_topic} on {target}, the "
-        f"mirror's positions for it (kafka-consumer-groups.sh --group {state_group} --topic "
-        f"{target_topic} --delete-offsets) and the line of {topic} in {path}, then run the "
-        "mirror again."
+        f"recorded it (topic ID {old}, now {new}, kept in {path}): {target_topic} on {target} "
+        f"holds the old topic's records and the mirror's positions are the old topic's "
+        f"offsets, so the new topic's records below them would never be mirrored. Nothing is "
+        f"mirrored for it. To mirror the new topic from its start, delete the mirror's "
+        f"positions for it (kafka-consumer-groups.sh --group {state_group} --topic "
+        f"{target_topic} --delete-offsets --bootstrap-server <{target}>), then topic "
+        f"{target_topic} on {target}, then run the mirror again: it records the new topic's "
+        "ID and copies it from its start."
     )

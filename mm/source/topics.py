@@ -325,6 +325,17 @@ class TopicMirrorPlanner:
         except ValueError as exc:
             raise MirrorError(str(exc)) from None
         keep, recreated = topic_ids.compare(known, current)
+        if recreated:
+            absent = [t for t in recreated if not self._target_exists(t, timeout)]
+            keep, recreated, adopted = topic_ids.adopt_recreated(keep, recreated, absent)
+            for t in adopted:
+                self._log.info(
+                    "source topic recreated and its target topic deleted: mirroring the new "
+                    "topic from its start",
+                    topic=t,
+                    topic_id=keep[t],
+                )
+                self.failed.pop(t, None)
         if keep != known:
             topic_ids.save(self._topic_ids, keep)
         for t, (old, new) in recreated.items():
@@ -342,6 +353,17 @@ class TopicMirrorPlanner:
                 self._log.error("topic cannot be mirrored", topic=t, reason=msg)
             self.failed[t] = msg
             self.known.pop(t, None)
+
+    def _target_exists(self, topic: str, timeout: float) -> bool:
+        """Whether ``topic``'s target topic is listed on the target cluster."""
+        target_topic = self._policy.format_remote_topic(self._source_alias, topic)
+        try:
+            # all topics: a request naming one may create it (auto.create.topics.enable)
+            md = self._target.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise wrap(exc, f"list topic {target_topic} on {self._target_alias}") from exc
+        found = md.topics.get(target_topic)
+        return found is not None and found.error is None
 
     def _source_topic_ids(self, topics: list[str], timeout: float) -> dict[str, str]:
         from confluent_kafka import TopicCollection

@@ -78,6 +78,19 @@ def java_cmd(*args: str, heap: str | None = None, log4j2: Path | None = None) ->
     return kraft.java_cmd(kafka_jars(), *args, heap=heap, log4j2=log4j2)
 
 
+def consumer_groups_cli(bootstrap: str, *args: str, timeout: float = 120.0) -> str:
+    """Apache Kafka's ``kafka-consumer-groups.sh`` with ``args``, as an operator runs it
+    (its class from the jars); its output. Fails the test when it exits non-zero."""
+    main = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+    cmd = java_cmd(main, "--bootstrap-server", bootstrap, *args)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (
+        f"kafka-consumer-groups.sh {' '.join(args)}: exit {done.returncode}\n"
+        f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    return done.stdout
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from tests.support.mirror import (
     assert_same_records,
     assert_translation_exact,
     create_topic,
+    delete_topic,
     mirror_properties,
     read_offset_syncs,
     read_topic,
@@ -354,16 +356,29 @@ def test_source_topic_recreated_under_the_mirror(
         assert "deleted and recreated" in run.stdout
         target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
         assert len(target[0]) == 60
+    # the way out, as printed: the positions (Kafka's own tool), then the target topic
+    _follow_the_way_out(run.stdout, cluster_b.bootstrap_servers, f"A.{topic}")
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
+    assert [v for _k, v in target[0]] == [v for _k, v in committed_records(
+        cluster_a.bootstrap_servers, topic, 1
+    )[0]], run.describe()  # fmt: skip
+    assert len(target[0]) == new_records and all(v.startswith(b"new") for _, v in target[0])
+    assert json.loads(ids_file.read_text())[topic] != recorded[topic]
 
 
-def _delete_topic(bootstrap: str, topic: str) -> None:
-    """Delete ``topic`` and wait until the cluster no longer lists it."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
-    deadline = time.monotonic() + 30
-    while topic in admin.list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"
-        time.sleep(0.2)
+def _follow_the_way_out(printed: str, target_bootstrap: str, target_topic: str) -> None:
+    """Run the kafka-consumer-groups.sh command a refusal printed (its target cluster's
+    address in for the placeholder), then delete the target topic, as it says next."""
+    from tests.support.apache_kafka import consumer_groups_cli
+
+    found = re.search(r"\(kafka-consumer-groups\.sh ([^)]*)\), then topic (\S+) on B", printed)
+    assert found is not None, f"no way out with kafka-consumer-groups.sh in: {printed}"
+    assert found.group(2) == target_topic, printed
+    args = found.group(1).replace("--bootstrap-server <B>", "").split()
+    consumer_groups_cli(target_bootstrap, *args)
+    delete_topic(target_bootstrap, target_topic)
 
 
 def test_target_topic_deleted_is_mirrored_again_from_the_start(
@@ -379,7 +394,7 @@ def test_target_topic_deleted_is_mirrored_again_from_the_start(
     cfg = config(tmp_path, cluster_a, cluster_b, topic)
     run = run_mirror_once(cfg)
     assert run.returncode == 0, run.describe()
-    _delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
+    delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
     run = run_mirror_once(cfg)
     assert run.returncode == 0, run.describe()
     target = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
@@ -436,7 +451,7 @@ def test_target_topic_deleted_under_a_running_mirror_is_mirrored_again(
     try:
         source = read_topic(cluster_a.bootstrap_servers, topic, 2)
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 180)
-        _delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
+        delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
         assert mirror.proc.poll() is None, mirror.output()[-6000:]
         produce_plain(cluster_a.bootstrap_servers, topic, 2, 100, "second")

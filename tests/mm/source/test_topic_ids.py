@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from mm.source.topic_ids import NO_ID, compare, load, recreated_message, save, topic_ids_file
+from mm.source.topic_ids import (
+    NO_ID,
+    adopt_recreated,
+    compare,
+    load,
+    recreated_message,
+    save,
+    topic_ids_file,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -50,5 +58,16 @@ def test_the_message_names_what_happened_and_the_way_out(tmp_path: Path) -> None
         path=tmp_path / "ids.json",
     )
     assert "orders on A was deleted and recreated" in msg and "topic ID id-1, now id-2" in msg
-    assert "delete topic A.orders on B" in msg and "--group __mm.mirror.A.B" in msg
+    assert "--group __mm.mirror.A.B --topic A.orders --delete-offsets" in msg
+    assert "then topic A.orders on B, then run the mirror again: it records the new" in msg
     assert str(tmp_path / "ids.json") in msg
+
+
+def test_a_recreated_topic_whose_target_is_gone_takes_its_new_id() -> None:
+    keep, still, adopted = adopt_recreated(
+        {"orders": "id-1", "pay": "p-1", "x": "x-1"},
+        {"orders": ("id-1", "id-2"), "pay": ("p-1", "p-2")},
+        ["orders", "other"],
+    )
+    assert keep == {"orders": "id-2", "pay": "p-1", "x": "x-1"}
+    assert still == {"pay": ("p-1", "p-2")} and adopted == ["orders"]
