@@ -36,6 +36,11 @@ COMMANDS: list[tuple[str, str, str]] = [
     ),
     ("mirror", "mm.commands.mirror", "mirror every enabled flow X->Y on Spark (exactly once)"),
     (
+        "position",
+        "mm.commands.position",
+        "show or set the mirror's positions (next source offset) for a source topic",
+    ),
+    (
         "config",
         "mm.commands.config",
         "validate a connect-mirror-maker.properties file and show the effective settings",

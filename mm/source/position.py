@@ -153,11 +153,11 @@ def start_without_state(
         f"holds records, so mirroring from the source start would duplicate them. It could "
         f"not be recovered: {verdict}. Nothing was written to "
         f"{spec.target_topic}[{spec.partition}]. "
-        f"Way out: commit the next source offset to mirror for {spec.target_topic} partition "
-        f"{spec.partition} in group {rt.state_group} on {rt.target} (e.g. kafka-consumer-groups.sh "
-        f"--group {rt.state_group} --reset-offsets --topic {spec.target_topic}:{spec.partition} "
-        f"--to-offset N --execute), or delete topic {spec.target_topic} on {rt.target} to mirror "
-        f"{spec.topic} again from its start."
+        f"Way out: set the next source offset N to mirror for the partition with "
+        f"`mm position -c <config> --flow {rt.source}->{rt.target} --topic {spec.topic} --set "
+        f"{spec.partition}=N` (not kafka-consumer-groups.sh --reset-offsets: it would keep N "
+        f"inside {spec.target_topic}'s own offsets), or delete topic {spec.target_topic} on "
+        f"{rt.target} to mirror {spec.topic} again from its start."
     )
 
 

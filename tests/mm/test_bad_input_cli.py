@@ -333,6 +333,18 @@ CLI_CASES = [
         ("--timeout must be a positive number of seconds",),
     ),
     Cli(
+        "position-bad-set",
+        ("position", "-c", "FILE", "--flow", "A->B", "--topic", "t", "--set", "0=latest"),
+        2,
+        ("--set '0=latest'", "expected the offset as a number >= 0, 'start' or 'end'"),
+    ),
+    Cli(
+        "position-set-without-partition",
+        ("position", "-c", "FILE", "--flow", "A->B", "--topic", "t", "--set", "1500"),
+        2,
+        ("--set '1500'", "expected PARTITION=OFFSET"),
+    ),
+    Cli(
         "failover-negative-timeout",
         ("failover", "-c", "FILE", "--group", "g", "--timeout", "-3"),
         2,

@@ -87,6 +87,7 @@ COMMANDS = [
     ["restore", "--to", "B", "--dry-run", "--json", "--timeout", "1"],
     ["restore", "--to", "A", "--json", "--timeout", "1"],
     ["translate", "--group", "g", "--flow", "A->B", "--timeout", "1"],
+    ["position", "--topic", "t", "--flow", "A->B", "--timeout", "1"],
     ["failover", "--group", "g", "--flow", "A->B", "--dry-run", "--json", "--timeout", "1"],
     ["switchover", "--flow", "A->B", "--dry-run", "--json", "--timeout", "1", "--report", "r.json"],
     ["failback", "--flow", "A->B", "--dry-run", "--json", "--timeout", "1"],

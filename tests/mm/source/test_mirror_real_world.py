@@ -309,7 +309,8 @@ def test_lost_state_without_a_recovery_record_is_refused(
     run = run_mirror_once(cfg)
     assert run.returncode == 1, run.describe()
     assert f"stopped: {topic}[0]: the mirror's position for A.{topic}[0] is gone" in run.stdout
-    assert "Nothing was written" in run.stdout and "--reset-offsets" in run.stdout
+    assert "Nothing was written" in run.stdout
+    assert f"mm position -c <config> --flow A->B --topic {topic} --set 0=N" in run.stdout
     after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
     assert after == before and len(after[0]) == 500
 
@@ -402,14 +403,17 @@ def test_target_topic_deleted_is_mirrored_again_from_the_start(
     verified_copy(cfg, cluster_a, cluster_b, topic, 2)
 
 
-def test_position_reset_backwards_is_mirrored_from(
+def test_position_reset_backwards_and_forwards_is_mirrored_from(
     tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
 ) -> None:
-    """The state group's position reset backwards (as kafka-consumer-groups.sh
-    --reset-offsets does; the group has no members, so Kafka accepts it at any time):
-    the next run copies from the new position, what the operator asked for, with no
-    new record needed; the other partition is untouched."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    """The mirror's positions set with `mm position --set`: partition 0 backwards, to
+    offset 100 of what was mirrored; partition 1 forwards, past 50 of 100 records not
+    mirrored yet. The next run copies each from its new position, what the operator
+    asked for: partition 0 again from 100 with no new record needed, partition 1
+    without the skipped 50. (Kafka's kafka-consumer-groups.sh --reset-offsets cannot
+    do the second: it keeps an offset inside the target topic's range, here 301, and
+    the mirror then copied from source offset 301.)"""
+    from tests.support.groups import run_mm
 
     topic = unique_topic("reset")
     create_topic(cluster_a.bootstrap_servers, topic, 2)
@@ -418,15 +422,45 @@ def test_position_reset_backwards_is_mirrored_from(
     run = run_mirror_once(cfg)
     assert run.returncode == 0, run.describe()
     before = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
-    admin = AdminClient({"bootstrap.servers": cluster_b.bootstrap_servers})
-    reset = [TopicPartition(f"A.{topic}", 0, 100)]
-    done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(STATE_GROUP, reset)])
-    assert all(tp.error is None for tp in done[STATE_GROUP].result(30).topic_partitions or [])
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 200, "second")
+    source = committed_records(cluster_a.bootstrap_servers, topic, 2)
+    assert [len(source[p]) for p in (0, 1)] == [400, 400]
+    refused = run_mm(cfg, "position", "--topic", topic, "--set", "1=401")
+    assert refused.returncode == 1, refused.describe()
+    assert f"position 401 for {topic}[1] is outside the source log [0, 400]" in (
+        refused.stdout + refused.stderr
+    ), refused.describe()
+    moved = run_mm(cfg, "position", "--topic", topic, "--set", "0=100", "--set", "1=350")
+    assert moved.returncode == 0, moved.describe()
+    assert "0\t300 -> 100\t0\t400" in moved.stdout and "1\t300 -> 350\t0\t400" in moved.stdout
     run = run_mirror_once(cfg)
     assert run.returncode == 0, run.describe()
     after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2)
-    assert after[1] == before[1]
-    assert after[0] == before[0] + before[0][100:], run.describe()
+    assert after[0] == before[0] + source[0][100:], run.describe()
+    assert after[1] == before[1] + source[1][350:], run.describe()
+
+
+def test_state_directory_deleted_resumes_from_the_positions_on_the_target(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The mirror's state directory deleted (a container without its volume): the
+    positions committed on B carry the mirror on, exactly, with no recovery needed."""
+    import shutil
+
+    topic = unique_topic("statedir")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 600, "first")
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    shutil.rmtree(tmp_path / "state")
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 200, "second")
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    assert not run.events("mirror position recovered from the offset syncs and the target log")
+    source = committed_records(cluster_a.bootstrap_servers, topic, 2)
+    assert committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2) == source
+    verified_copy(cfg, cluster_a, cluster_b, topic, 2)
 
 
 def test_target_topic_deleted_under_a_running_mirror_is_mirrored_again(
