@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from mm_client.errors import RecordDecodeError
 from mm_client.kafka.clients import reader_conf
-from mm_client.kafka.errors import wrap
+from mm_client.kafka.errors import error_code, wrap
 from mm_client.records import OffsetSync
 
 from mm.errors import KafkaOperationError
@@ -44,6 +44,8 @@ from mm.source.spec import FlowRuntime, RangeSpec
 # (one transaction's worth is expected: only the last transaction's syncs can be missing)
 MAX_RECOVERY_RECORDS = 1_000_000
 _READ_TIMEOUT_S = 60.0
+# what a read of a partition whose topic was deleted answers
+_TOPIC_GONE = frozenset({"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,14 @@ def start_without_state(
         try:
             _, high = probe.get_watermark_offsets(target_tp, timeout=30)
         except KafkaException as exc:
+            if error_code(exc) in _TOPIC_GONE:
+                # deleted under the running mirror (to mirror it again): skipped for
+                # this batch; the planner's next topic refresh re-creates it
+                raise PartitionStoppedError(
+                    f"target topic {spec.target_topic} on {rt.target} does not exist (deleted "
+                    "while the mirror runs?): the mirror re-creates it at its next topic "
+                    f"refresh and copies {spec.topic} into it from the source log start"
+                ) from None
             raise wrap(exc, f"end offset of {spec.target_topic}[{spec.partition}]") from exc
     finally:
         probe.close()

@@ -246,6 +246,9 @@ class TopicMirrorPlanner:
         self._topic_ids = None if topic_ids_path is None else Path(topic_ids_path)
         self._state_group = state_group
         self._ids_warned = False
+        # topics failed because their target topic does not fit (too few partitions):
+        # looked at again once that target is deleted
+        self._unfit: set[str] = set()
 
     def source_partitions(self, timeout: float = 30.0) -> dict[str, int]:
         try:
@@ -283,6 +286,18 @@ class TopicMirrorPlanner:
                 self.failed[t] = self.refused[t]
                 self.known.pop(t, None)
         self._check_topic_ids([t for t in selected if t not in self.refused], timeout)
+        for t in self._targets_gone([t for t in selected if t in self.known or t in self._unfit],
+                                    timeout):  # fmt: skip
+            # deleted by an operator, to mirror the topic again (or, when it did not
+            # fit, so that the mirror re-creates it): created again below
+            self._log.info(
+                "target topic deleted: creating it again",
+                topic=t,
+                target_topic=self._policy.format_remote_topic(self._source_alias, t),
+            )
+            self.known.pop(t, None)
+            self.failed.pop(t, None)
+            self._unfit.discard(t)
         new = [t for t in selected if t not in self.known and t not in self.failed]
         grown = [
             t for t in selected if t in self.known and partitions[t] > self.known[t].partitions
@@ -326,7 +341,7 @@ class TopicMirrorPlanner:
             raise MirrorError(str(exc)) from None
         keep, recreated = topic_ids.compare(known, current)
         if recreated:
-            absent = [t for t in recreated if not self._target_exists(t, timeout)]
+            absent = self._targets_gone(list(recreated), timeout)
             keep, recreated, adopted = topic_ids.adopt_recreated(keep, recreated, absent)
             for t in adopted:
                 self._log.info(
@@ -354,16 +369,22 @@ class TopicMirrorPlanner:
             self.failed[t] = msg
             self.known.pop(t, None)
 
-    def _target_exists(self, topic: str, timeout: float) -> bool:
-        """Whether ``topic``'s target topic is listed on the target cluster."""
-        target_topic = self._policy.format_remote_topic(self._source_alias, topic)
+    def _targets_gone(self, topics: list[str], timeout: float) -> list[str]:
+        """The source topics among ``topics`` whose target topic the target cluster
+        does not list (one metadata request for all)."""
+        if not topics:
+            return []
         try:
             # all topics: a request naming one may create it (auto.create.topics.enable)
-            md = self._target.list_topics(timeout=timeout)
+            md = self._target.list_topics(timeout=timeout).topics
         except KafkaException as exc:
-            raise wrap(exc, f"list topic {target_topic} on {self._target_alias}") from exc
-        found = md.topics.get(target_topic)
-        return found is not None and found.error is None
+            raise wrap(exc, f"list topics on target cluster {self._target_alias}") from exc
+        gone = []
+        for t in topics:
+            found = md.get(self._policy.format_remote_topic(self._source_alias, t))
+            if found is None or found.error is not None:
+                gone.append(t)
+        return gone
 
     def _source_topic_ids(self, topics: list[str], timeout: float) -> dict[str, str]:
         from confluent_kafka import TopicCollection
@@ -449,6 +470,7 @@ class TopicMirrorPlanner:
                         f"(at least {n}) or delete it so the mirror recreates it"
                     )
                     self.failed[t] = msg
+                    self._unfit.add(t)
                     self.known.pop(t, None)
                     self._log.error(
                         "topic cannot be mirrored", topic=t, target_topic=target, reason=msg

@@ -163,15 +163,16 @@ def group_alive(pgid: int) -> bool:
 
 
 class ContinuousMirror:
-    """`mm mirror -c config` (no --once) in its own session, output to files."""
+    """`mm mirror -c config` (no --once) in its own session, output to files; with
+    ``command`` another long-running job (e.g. ``("run",)``)."""
 
-    def __init__(self, config: Path, log_dir: Path) -> None:
+    def __init__(self, config: Path, log_dir: Path, command: Sequence[str] = ("mirror",)) -> None:
         self.stdout_path = log_dir / "mirror.stdout"
         self.stderr_path = log_dir / "mirror.stderr"
         self._out = open(self.stdout_path, "w")  # files: a full pipe would block the child
         self._err = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
-            mirror_cmd(config),
+            [sys.executable, "-m", "mm", command[0], "-c", str(config), *command[1:]],
             cwd=config.parent,
             env=mm_env(),
             stdout=self._out,

@@ -313,6 +313,19 @@ def test_lost_state_without_a_recovery_record_is_refused(
     assert f"mm position -c <config> --flow A->B --topic {topic} --set 0=N" in run.stdout
     after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
     assert after == before and len(after[0]) == 500
+    # the way out, as printed: the next source offset set with mm position
+    printed = re.search(r"`mm position -c <config> (--flow \S+ --topic \S+ --set 0)=N`", run.stdout)
+    assert printed is not None, run.stdout
+    flow_topic = printed.group(1).split()
+    from tests.support.groups import run_mm
+
+    moved = run_mm(cfg, "position", *flow_topic[:-1], f"{flow_topic[-1]}=500")
+    assert moved.returncode == 0, moved.describe()
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    source = committed_records(cluster_a.bootstrap_servers, topic, 1)
+    after = committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1)
+    assert after[0] == before[0] + source[0][500:], run.describe()
 
 
 @pytest.mark.parametrize("new_records", [5, 100])
@@ -498,3 +511,45 @@ def test_target_topic_deleted_under_a_running_mirror_is_mirrored_again(
         mirror.close()
     assert rc == 0, out[-6000:]
     verified_copy(cfg, cluster_a, cluster_b, topic, 2)
+
+
+def test_operator_actions_under_mm_run_are_followed(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """While `mm run` keeps its Spark workers (and their pooled clients): a position
+    set backwards with `mm position`, then the target topic deleted. Each is followed
+    within the running job: partition 0 copied again from offset 100, then the whole
+    source copied again into a re-created topic, and later records exactly once."""
+    from tests.support.groups import run_mm
+    from tests.support.mirror import ContinuousMirror, wait_for_records
+
+    topic = unique_topic("under-run")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 400, "first")
+    cfg = config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
+        topic,
+        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
+    )
+    job = ContinuousMirror(cfg, tmp_path, ("run", "--jobs", "mirror,checkpoint"))
+    try:
+        source = read_topic(cluster_a.bootstrap_servers, topic, 2)
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 240)
+        moved = run_mm(cfg, "position", "--topic", topic, "--set", "0=100")
+        assert moved.returncode == 0, moved.describe()
+        again = {0: source[0] + source[0][100:], 1: source[1]}
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, again, 120)
+        delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
+        produce_plain(cluster_a.bootstrap_servers, topic, 2, 100, "second")
+        source = read_topic(cluster_a.bootstrap_servers, topic, 2)
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
+        assert job.proc.poll() is None, job.output()[-6000:]
+    finally:
+        rc = job.terminate()
+        out = job.output()
+        job.close()
+    assert rc == 0, out[-6000:]
+    assert "Traceback" not in out, out[-6000:]

@@ -248,6 +248,7 @@ def test_refresh_syncs_existing_targets_every_sync_interval(
 
     monkeypatch.setattr(planner, "source_partitions", lambda timeout=30.0: dict(on_source))
     monkeypatch.setattr(planner, "_ensure_targets", ensure)
+    monkeypatch.setattr(planner, "_targets_gone", lambda topics, timeout: [])
     monkeypatch.setattr(planner, "sync_configs", lambda topics, timeout: synced.append(topics))
 
     planner.refresh()
@@ -334,3 +335,35 @@ def test_a_just_created_topic_still_unknown_at_the_deadline_is_an_error() -> Non
     planner._target = _LateMetadataAdmin(late=10**6)  # type: ignore[assignment]
     with pytest.raises(MirrorError, match="UNKNOWN_TOPIC_OR_PART"):
         planner._record_limits(["A.orders"], 0.3, new=["A.orders"])
+
+
+def test_refresh_creates_a_deleted_target_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A known topic whose target was deleted (an operator mirroring it again), and a
+    topic refused because its target has too few partitions whose target was then
+    deleted (the refusal's way out): the next refresh creates both targets again."""
+    planner = _planner()
+    planner.known["orders"] = MirroredTopic("orders", "A.orders", 2, 1)
+    planner.failed["small"] = "target topic A.small on B has 1 partitions ..."
+    planner._unfit.add("small")
+    planner.failed["other"] = "refused for another reason"
+    ensured: list[dict[str, int]] = []
+    gone_asked: list[list[str]] = []
+
+    def ensure(wanted: dict[str, int], timeout: float) -> set[str]:
+        ensured.append(dict(wanted))
+        for t, n in wanted.items():
+            planner.known[t] = MirroredTopic(t, f"A.{t}", n, 1)
+        return set(wanted)
+
+    def gone(topics: list[str], timeout: float) -> list[str]:
+        gone_asked.append(sorted(topics))
+        return [t for t in topics if t in ("orders", "small")]
+
+    parts = {"orders": 2, "small": 3, "other": 1}
+    monkeypatch.setattr(planner, "source_partitions", lambda timeout=30.0: dict(parts))
+    monkeypatch.setattr(planner, "_ensure_targets", ensure)
+    monkeypatch.setattr(planner, "_targets_gone", gone)
+    planner.refresh()
+    assert gone_asked == [["orders", "small"]]
+    assert ensured == [{"orders": 2, "small": 3}]
+    assert "small" not in planner.failed and planner.failed["other"]
