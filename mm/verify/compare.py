@@ -184,31 +184,31 @@ class SyncTable:
 
 
 def sync_table(syncs: Sequence[Sync]) -> SyncTable:
-    """Duplicates (a sync written again after a restart) collapse; for an upstream
-    offset synced to several downstream offsets the newest is used and the
-    conflict reported."""
-    latest: dict[int, int] = {}
+    """The syncs that describe the target as it is now, read in the order they were
+    written and kept as the checkpoint job keeps them
+    (:class:`mm.checkpoint.store.PartitionHistory`): a sync written again collapses
+    into the one kept; a later sync at or below the kept ones is the partition
+    mirrored again (a position moved back, the target topic deleted and mirrored
+    anew), and what it supersedes is dropped. Upstream offsets synced to several
+    downstream offsets over the whole topic are listed in ``conflicts``."""
+    from mm.checkpoint.store import PartitionHistory
+
+    history = PartitionHistory()
     seen: dict[int, list[int]] = {}
-    flags: dict[int, bool] = {}
-    writers: dict[int, str | None] = {}
-    holes: set[int] = set()
     for s in syncs:
-        latest[s.upstream] = s.downstream
+        if s.hole_before:
+            history.mark_hole()
+        history.add(s.upstream, s.downstream, s.txn_first, s.writer)
         ds = seen.setdefault(s.upstream, [])
         if s.downstream not in ds:
             ds.append(s.downstream)
-        flags[s.upstream] = flags.get(s.upstream, False) or s.txn_first
-        writers[s.upstream] = s.writer
-        if s.hole_before:
-            holes.add(s.upstream)
-    ups = sorted(latest)
     return SyncTable(
-        ups,
-        [latest[u] for u in ups],
-        [flags[u] for u in ups],
+        list(history.upstreams),
+        list(history.downstreams),
+        list(history.txn_first),
         [(u, ds) for u, ds in sorted(seen.items()) if len(ds) > 1],
-        [writers[u] for u in ups],
-        [u not in holes for u in ups],
+        list(history.writers),
+        list(history.complete),
     )
 
 
@@ -219,6 +219,8 @@ class SyncCheck:
     # (upstream, downstream, why) of the first false sync
     first_false: tuple[int, int, str] | None = None
     not_checkable: int = 0
+    # not true pairs now, written for a copy the partition was mirrored again over
+    superseded: int = 0
 
 
 def check_syncs(
@@ -227,12 +229,19 @@ def check_syncs(
     target: DigestSeq,
     source_start: int,
     target_start: int,
+    current: SyncTable | None = None,
 ) -> SyncCheck:
     """Every distinct sync is a true pair: same digest at ``u`` (source) and ``d`` (target).
 
     Syncs into deleted parts of either log (below ``source_start`` or
-    ``target_start``) cannot be checked.
+    ``target_start``) cannot be checked. With ``current`` (:func:`sync_table`), a
+    pair that is not true and not among the syncs it keeps counts as superseded,
+    not false: it was written for an earlier copy of the partition (mirrored again
+    since), and no translation uses it.
     """
+    kept = None
+    if current is not None:
+        kept = set(zip(current.upstreams, current.downstreams, strict=True))
     out = SyncCheck()
     for s in sorted({(s.upstream, s.downstream) for s in syncs}):
         u, d = s
@@ -249,6 +258,9 @@ def check_syncs(
         elif source.digest(i) != target.digest(j):
             why = f"source record {u} and target record {d} differ"
         if why is not None:
+            if kept is not None and (u, d) not in kept:
+                out.superseded += 1
+                continue
             out.false += 1
             if out.first_false is None:
                 out.first_false = (u, d, why)
@@ -453,6 +465,7 @@ class PartitionReport:
                 if s.first_false is None
                 else dict(zip(("upstream", "downstream", "why"), s.first_false, strict=True)),
                 "not_checkable": s.not_checkable,
+                "superseded": s.superseded,
                 "conflicts": [{"upstream": u, "downstream": ds} for u, ds in self.sync_conflicts],
             },
             "translations": {
@@ -535,7 +548,12 @@ def compare_partition(inp: PartitionInput) -> PartitionReport:
     table = sync_table(inp.syncs)
     rep.sync_conflicts = table.conflicts
     for u, ds in table.conflicts:
-        rep.problems.append(f"source offset {u} synced to several target offsets {ds}")
+        # mirrored again over an earlier copy: the records' own comparison finds any
+        # record the target holds twice; the newest copy's syncs are judged below
+        rep.notes.append(
+            f"source offset {u} synced to several target offsets {ds}: mirrored again "
+            "from there; the newest syncs are used"
+        )
 
     if not inp.target_exists:
         rep.problems.append(f"target topic {inp.target_topic} has no partition {inp.partition}")
@@ -610,7 +628,9 @@ def compare_partition(inp: PartitionInput) -> PartitionReport:
     complete_match = diff is None
 
     # --- syncs
-    rep.syncs = check_syncs(inp.syncs, inp.source, inp.target, inp.source_start, inp.target_start)
+    rep.syncs = check_syncs(
+        inp.syncs, inp.source, inp.target, inp.source_start, inp.target_start, table
+    )
     if rep.syncs.false:
         u, d, why = rep.syncs.first_false or (0, 0, "")
         rep.problems.append(f"{rep.syncs.false} false offset syncs; first ({u}, {d}): {why}")

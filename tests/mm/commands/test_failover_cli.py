@@ -450,6 +450,11 @@ def test_group_with_a_consumer_joining_is_refused(setup: Setup) -> None:
         assert group_offsets(setup.b, g3) == setup.before_on_b["g3"]
     finally:
         joining.close()
+    # the way out, as printed: "stop its consumers there and retry"
+    res = run_mm(setup.props, "failover", "--group", g3, timeout=60)
+    assert res.returncode == 0, res.describe()
+    assert [r[5] for r in table_rows(res.stdout)] == ["moved"] * PARTITIONS, res.describe()
+    assert group_offsets(setup.b, g3) == setup.translations["g3"]
 
 
 @pytest.mark.integration

@@ -148,3 +148,31 @@ def test_restored_topic_deleted_and_restored_again_is_exact_from_the_backup_star
         assert _values(b, target) == expected, f"restore {until or 'all'} after the delete"
         if not until:  # the group committed at offset 100 resumes at the 101st record
             assert _moved(b, group, target) == {p: 100 for p in range(PARTITIONS)}
+
+    # a consumer of the group on B: the group is refused, the way out printed is to
+    # stop its consumers and run the restore again; done, the group is moved and no
+    # record is written twice
+    commit_admin(b, group, target, dict.fromkeys(range(PARTITIONS), 0))
+    member = Consumer(
+        {"bootstrap.servers": b, "group.id": group, "enable.auto.commit": False,
+         "session.timeout.ms": 6000}
+    )  # fmt: skip
+    try:
+        member.subscribe([target])
+        deadline = time.monotonic() + 60
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member got no assignment within 60 s"
+            member.poll(0.2)
+        refused = _mm(config, "restore", "--to", "B", "--topic-prefix", "r.", "--json")
+        member.poll(0.1)
+    finally:
+        member.close()
+    assert refused.returncode == 1, refused.describe()
+    (row,) = json.loads(refused.stdout)["groups"]
+    assert row["status"].startswith("refused: the group has members on B"), row
+    assert "stop its consumers and run the restore again" in row["status"]
+    assert _moved(b, group, target) == dict.fromkeys(range(PARTITIONS), 0)
+    doc = restore()
+    assert sum(r["summary"]["records"] for r in doc["partitions"]) == 0
+    assert _values(b, target) == source
+    assert _moved(b, group, target) == {p: 100 for p in range(PARTITIONS)}

@@ -94,6 +94,13 @@ def test_corrupt_state_file_names_the_file(tmp_path: Path) -> None:
     attach_run(report, str(tmp_path), 0)
     assert [a.kind for a in report.alerts] == ["run_down"]
     assert str(path) in report.alerts[0].message
+    assert "delete it if no run uses this state dir" in report.alerts[0].message
+    # the way out, as printed: deleted, the state dir reads as one no run uses
+    path.unlink()
+    assert read_run_state(path) is None
+    again = StatusReport.build([], Thresholds(30_000, 100_000, 300), 0)
+    attach_run(again, str(tmp_path), 0)
+    assert again.alerts == []
 
 
 def _supervise(jobs: list[Job], **backoff: float) -> tuple[Supervisor, threading.Event, RunState]:

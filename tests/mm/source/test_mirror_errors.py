@@ -43,25 +43,30 @@ def test_record_too_large_for_target(
     # would replace the target's own limit (MM2 deletes such overrides too), as Apache
     # Kafka shows (the embedded broker labels every setting a default)
     extra = {"sync.topic.configs.enabled": "false"}
-    if tolerate:
-        extra |= {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}
-    cfg = mirror_properties(
-        tmp_path / "mm.properties",
-        cluster_a.bootstrap_servers,
-        cluster_b.bootstrap_servers,
-        [topic],
-        state_dir=tmp_path / "state",
-        extra=extra,
-    )
-    run = run_mirror_once(cfg)
+    dead_letter = {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}
+
+    def config(extra: dict[str, str]) -> Path:
+        return mirror_properties(
+            tmp_path / "mm.properties",
+            cluster_a.bootstrap_servers,
+            cluster_b.bootstrap_servers,
+            [topic],
+            state_dir=tmp_path / "state",
+            extra=extra,
+        )
+
+    run = run_mirror_once(config(extra | dead_letter if tolerate else extra))
     target = read_partition(cluster_b.bootstrap_servers, f"A.{topic}", 0)
     if not tolerate:
         assert run.returncode == 1, run.describe()
         assert f"{topic}[0]@4 is 5" in run.stdout, run.describe()
         assert f"at most {LIMIT}" in run.stdout
+        assert "set errors.tolerance=all and errors.deadletterqueue.topic.name" in run.stdout
         # everything before the record is mirrored, nothing from it on
         assert [r.key for r in target] == [f"k{i}".encode() for i in range(4)]
-        return
+        # the way out, as printed: both settings, then the mirror again
+        run = run_mirror_once(config(extra | dead_letter))
+        target = read_partition(cluster_b.bootstrap_servers, f"A.{topic}", 0)
     assert run.returncode == 0, run.describe()
     assert [r.key for r in target] == [f"k{i}".encode() for i in range(10) if i != 4]
     dead = read_partition(cluster_b.bootstrap_servers, dlq, 0)

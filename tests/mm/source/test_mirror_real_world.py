@@ -476,54 +476,21 @@ def test_state_directory_deleted_resumes_from_the_positions_on_the_target(
     verified_copy(cfg, cluster_a, cluster_b, topic, 2)
 
 
-def test_target_topic_deleted_under_a_running_mirror_is_mirrored_again(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+@pytest.mark.parametrize(
+    "command", [("mirror",), ("run", "--jobs", "mirror,checkpoint")], ids=["mirror", "run"]
+)
+def test_operator_actions_while_the_mirror_runs_are_followed(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any, command: tuple[str, ...]
 ) -> None:
-    """The same way out, taken while `mm mirror` runs: the mirror keeps running,
-    re-creates the topic at its next topic refresh and copies the source from its
-    start; records written afterwards follow, each exactly once."""
-    from tests.support.mirror import ContinuousMirror, wait_for_records
-
-    topic = unique_topic("remirror-live")
-    create_topic(cluster_a.bootstrap_servers, topic, 2)
-    produce_plain(cluster_a.bootstrap_servers, topic, 2, 400, "first")
-    cfg = config(
-        tmp_path,
-        cluster_a,
-        cluster_b,
-        topic,
-        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
-    )
-    mirror = ContinuousMirror(cfg, tmp_path)
-    try:
-        source = read_topic(cluster_a.bootstrap_servers, topic, 2)
-        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 180)
-        delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
-        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
-        assert mirror.proc.poll() is None, mirror.output()[-6000:]
-        produce_plain(cluster_a.bootstrap_servers, topic, 2, 100, "second")
-        source = read_topic(cluster_a.bootstrap_servers, topic, 2)
-        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
-        assert mirror.proc.poll() is None, mirror.output()[-6000:]
-    finally:
-        rc = mirror.terminate()
-        out = mirror.output()
-        mirror.close()
-    assert rc == 0, out[-6000:]
-    verified_copy(cfg, cluster_a, cluster_b, topic, 2)
-
-
-def test_operator_actions_under_mm_run_are_followed(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
-) -> None:
-    """While `mm run` keeps its Spark workers (and their pooled clients): a position
-    set backwards with `mm position`, then the target topic deleted. Each is followed
-    within the running job: partition 0 copied again from offset 100, then the whole
-    source copied again into a re-created topic, and later records exactly once."""
+    """While `mm mirror` or `mm run` keeps its Spark workers (and their pooled
+    clients): a position set backwards with `mm position`, then the target topic
+    deleted (the refusals' way to mirror a topic again). Each is followed by the
+    running job: partition 0 copied again from offset 100, then the whole source
+    copied into the re-created topic, then later records, each exactly once."""
     from tests.support.groups import run_mm
     from tests.support.mirror import ContinuousMirror, wait_for_records
 
-    topic = unique_topic("under-run")
+    topic = unique_topic("live")
     create_topic(cluster_a.bootstrap_servers, topic, 2)
     produce_plain(cluster_a.bootstrap_servers, topic, 2, 400, "first")
     cfg = config(
@@ -533,7 +500,7 @@ def test_operator_actions_under_mm_run_are_followed(
         topic,
         **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
     )
-    job = ContinuousMirror(cfg, tmp_path, ("run", "--jobs", "mirror,checkpoint"))
+    job = ContinuousMirror(cfg, tmp_path, command)
     try:
         source = read_topic(cluster_a.bootstrap_servers, topic, 2)
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 240)
@@ -553,3 +520,42 @@ def test_operator_actions_under_mm_run_are_followed(
         job.close()
     assert rc == 0, out[-6000:]
     assert "Traceback" not in out, out[-6000:]
+    # the offset syncs topic holds the syncs of each copy (the reset's, the deleted
+    # topic's): judged by the product's own audit, which reads them as the
+    # checkpoint job does, newest last
+    verify = run_verify(cfg, "--topics", topic, "--json")
+    assert verify.returncode == 0, verify.describe()
+    (flow,) = verify.json()["flows"]
+    for rep in (p for p in flow["partitions"] if p["topic"] == topic):
+        assert rep["ok"] and rep["first_difference"] is None, rep
+        assert rep["records_matched"] == rep["source_records"] == len(source[rep["partition"]])
+        assert rep["translations"]["wrong"] == 0 and rep["syncs"]["false"] == 0, rep
+
+
+def test_a_foreign_topic_id_file_is_refused_and_deleting_it_is_the_way_out(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The topic-ID file overwritten by something else: the mirror refuses to guess
+    and names the file; deleted as the message says, the next run records the IDs
+    the source has now and mirrors on from the positions on B, exactly."""
+    topic = unique_topic("idsfile")
+    create_topic(cluster_a.bootstrap_servers, topic, 1)
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, 50, "first")
+    cfg = config(tmp_path, cluster_a, cluster_b, topic)
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    ids_file = tmp_path / "state" / "mirror" / "A-B.topic-ids.json"
+    ids_file.write_text("{not ours")
+    produce_plain(cluster_a.bootstrap_servers, topic, 1, 50, "second")
+    run = run_mirror_once(cfg)
+    assert run.returncode != 0, run.describe()
+    assert f"{ids_file} is not a topic-ID file" in run.output, run.describe()
+    assert "delete it to record the IDs the source has now" in run.output
+    assert "Traceback" not in run.output, run.describe()
+    ids_file.unlink()
+    run = run_mirror_once(cfg)
+    assert run.returncode == 0, run.describe()
+    assert committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 1) == committed_records(
+        cluster_a.bootstrap_servers, topic, 1
+    )
+    assert topic in json.loads(ids_file.read_text())

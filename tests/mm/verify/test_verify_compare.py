@@ -204,12 +204,33 @@ def test_translations_of_records_gaps_and_head() -> None:
             Sync(0, 0, True, "t1"),
             Sync(2, 2, False, "t1"),
             Sync(4, 5, True, "t2"),
-            Sync(5, 5, False, "t2"),
             Sync(9, 6, False, "t2"),
         ]
     )
     check = check_translations(SRC_OFFSETS, TGT_OFFSETS, wrong, gap_floor=0, head=10)
     assert check.wrong and check.first_wrong == (3, 4, 5)
+
+
+def test_syncs_of_a_copy_mirrored_again_are_superseded_not_false() -> None:
+    """The partition mirrored again (a position moved back, then the target topic
+    deleted and mirrored anew): the syncs are read in the order written, as the
+    checkpoint job reads them. The newest copy's syncs are judged and translate;
+    the earlier copies' pairs that are not true of the target now are counted as
+    superseded; a false sync among the newest ones is still false."""
+    src, tgt = seq("abcdef", SRC_OFFSETS), seq("abcdef", TGT_OFFSETS)
+    reset = [Sync(2, 7, True, "t3"), Sync(9, 9, False, "t3")]  # copied again from 2
+    # then the topic deleted and copied anew (each mirror transaction has its own id)
+    anew = [Sync(s.upstream, s.downstream, s.txn_first, f"new-{s.writer}") for s in MIRROR_SYNCS]
+    syncs = [*MIRROR_SYNCS, *reset, *anew]
+    table = sync_table(syncs)
+    assert (table.upstreams, table.downstreams) == ([0, 2, 4, 5, 9], [0, 2, 4, 5, 6])
+    assert table.conflicts == [(2, [2, 7]), (9, [6, 9])]
+    check = check_syncs(syncs, src, tgt, 0, 0, table)
+    assert (check.checked, check.false, check.superseded) == (7, 0, 2)
+    translations = check_translations(SRC_OFFSETS, TGT_OFFSETS, table, gap_floor=0, head=10)
+    assert (translations.checked, translations.wrong) == (10, 0)
+    bad = [*syncs, Sync(10, 8, True, "t4")]  # past every record: no target record there
+    assert check_syncs(bad, src, tgt, 0, 0, sync_table(bad)).false == 1
 
 
 def test_translations_from_another_writers_syncs_are_conservative_not_wrong() -> None:
