@@ -246,9 +246,6 @@ class TopicMirrorPlanner:
         self._topic_ids = None if topic_ids_path is None else Path(topic_ids_path)
         self._state_group = state_group
         self._ids_warned = False
-        # topics failed because their target topic does not fit (too few partitions):
-        # looked at again once that target is deleted
-        self._unfit: set[str] = set()
 
     def source_partitions(self, timeout: float = 30.0) -> dict[str, int]:
         try:
@@ -286,10 +283,13 @@ class TopicMirrorPlanner:
                 self.failed[t] = self.refused[t]
                 self.known.pop(t, None)
         self._check_topic_ids([t for t in selected if t not in self.refused], timeout)
-        for t in self._targets_gone([t for t in selected if t in self.known or t in self._unfit],
-                                    timeout):  # fmt: skip
+        looked_at = [
+            t for t in selected if t in self.known or (t in self.failed and t not in self.refused)
+        ]
+        for t in self._targets_gone(looked_at, timeout):
             # deleted by an operator, to mirror the topic again (or, when it did not
-            # fit, so that the mirror re-creates it): created again below
+            # fit, so that the mirror re-creates it): looked at again as a new topic
+            # (a recreated source topic is still refused by its ID, above, until then)
             self._log.info(
                 "target topic deleted: creating it again",
                 topic=t,
@@ -297,7 +297,6 @@ class TopicMirrorPlanner:
             )
             self.known.pop(t, None)
             self.failed.pop(t, None)
-            self._unfit.discard(t)
         new = [t for t in selected if t not in self.known and t not in self.failed]
         grown = [
             t for t in selected if t in self.known and partitions[t] > self.known[t].partitions
@@ -470,7 +469,6 @@ class TopicMirrorPlanner:
                         f"(at least {n}) or delete it so the mirror recreates it"
                     )
                     self.failed[t] = msg
-                    self._unfit.add(t)
                     self.known.pop(t, None)
                     self._log.error(
                         "topic cannot be mirrored", topic=t, target_topic=target, reason=msg

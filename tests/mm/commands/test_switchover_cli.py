@@ -209,7 +209,17 @@ def test_a_group_that_moved_since_its_checkpoint_stops_it(setup: Setup) -> None:
     assert report["stopped_at"] == "checkpoints"
     assert "no checkpoint for the group's current offset" in report["problems"][0]
     assert f"{moved} {setup.topic}[0]@1" in report["problems"][0]
+    assert "Is `mm checkpoint` running" in report["problems"][0]
     assert group_offsets(setup.b, moved) == {}
+    # the way out, as printed: the checkpoint job runs, then the switchover again
+    checkpoint = run_mm(setup.props, "checkpoint", "--once")
+    assert checkpoint.returncode == 0, checkpoint.describe()
+    again = run_mm(setup.props, "switchover", "--groups", moved, "--settle", "0", "--json")
+    assert again.returncode == 0, again.describe()
+    report = json.loads(again.stdout)
+    assert report["ok"] and [g["status"] for g in report["groups"]] == ["moved"], report
+    # on B the group reads exactly what it had not read on A (it committed partition 0)
+    assert read_group(setup.b, moved, f"A.{setup.topic}", 1) == unread(setup.source, {0: 1})
 
 
 def _unmirrored_topic(

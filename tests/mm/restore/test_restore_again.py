@@ -176,3 +176,21 @@ def test_restored_topic_deleted_and_restored_again_is_exact_from_the_backup_star
     assert sum(r["summary"]["records"] for r in doc["partitions"]) == 0
     assert _values(b, target) == source
     assert _moved(b, group, target) == {p: 100 for p in range(PARTITIONS)}
+
+    # a target topic with too few partitions: partition 1 refused, naming the ways
+    # out; partitions added as it says, the restore run again restores it exactly
+    small = f"small.{topic}"
+    create_topic(b, small, 1)
+    few = _mm(config, "restore", "--to", "B", "--topic-prefix", "small.", "--json")
+    assert few.returncode == 1, few.describe()
+    rows = {r["partition"]: r for r in json.loads(few.stdout)["partitions"]}
+    assert rows[1]["error"].endswith(
+        f"add partitions to {small} or restore under another --topic-prefix"
+    ), rows
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_partitions([NewPartitions(small, 2)])[small].result(30)
+    grown = _mm(config, "restore", "--to", "B", "--topic-prefix", "small.", "--json")
+    assert grown.returncode == 0, grown.describe()
+    assert _values(b, small) == source

@@ -29,6 +29,7 @@ from support.mirror import (
     MirrorRun,
     assert_same_records,
     create_topic,
+    delete_topic,
     group_alive,
     mirror_properties,
     partition_count,
@@ -61,6 +62,7 @@ class TopicsRun:
     cfg_topic: str
     few_topic: str
     run: MirrorRun
+    props: Path
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def topics_run(
     props = mirror_properties(
         tmp / "mm.properties", a, b, [cfg_topic, few_topic], state_dir=tmp / "state"
     )
-    return TopicsRun(cfg_topic, few_topic, run_mirror_once(props))
+    return TopicsRun(cfg_topic, few_topic, run_mirror_once(props), props)
 
 
 def test_target_has_source_partition_count_and_records(
@@ -221,6 +223,16 @@ def test_fewer_target_partitions_is_a_clear_error(
     assert_same_records(
         read_topic(cluster_a.bootstrap_servers, topics_run.cfg_topic, 3),
         read_topic(cluster_b.bootstrap_servers, f"A.{topics_run.cfg_topic}", 3),
+        target_create_time=True,
+    )
+    # the way out, as printed: "or delete it so the mirror recreates it"
+    delete_topic(cluster_b.bootstrap_servers, f"A.{topic}")
+    again = run_mirror_once(topics_run.props)
+    assert again.returncode == 0, again.describe()
+    assert partition_count(cluster_b.bootstrap_servers, f"A.{topic}") == 3
+    assert_same_records(
+        read_topic(cluster_a.bootstrap_servers, topic, 3),
+        read_topic(cluster_b.bootstrap_servers, f"A.{topic}", 3),
         target_create_time=True,
     )
 

@@ -339,13 +339,14 @@ def test_a_just_created_topic_still_unknown_at_the_deadline_is_an_error() -> Non
 
 def test_refresh_creates_a_deleted_target_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A known topic whose target was deleted (an operator mirroring it again), and a
-    topic refused because its target has too few partitions whose target was then
-    deleted (the refusal's way out): the next refresh creates both targets again."""
+    topic failed because its target has too few partitions whose target was then
+    deleted (the refusal's way out; also for a planner that took the failure from
+    another's refresh): the next refresh creates both targets again."""
     planner = _planner()
     planner.known["orders"] = MirroredTopic("orders", "A.orders", 2, 1)
     planner.failed["small"] = "target topic A.small on B has 1 partitions ..."
-    planner._unfit.add("small")
-    planner.failed["other"] = "refused for another reason"
+    planner.failed["other"] = "failed, its target still there"
+    planner.refused["twice"] = "two flows write A.twice"
     ensured: list[dict[str, int]] = []
     gone_asked: list[list[str]] = []
 
@@ -359,11 +360,12 @@ def test_refresh_creates_a_deleted_target_again(monkeypatch: pytest.MonkeyPatch)
         gone_asked.append(sorted(topics))
         return [t for t in topics if t in ("orders", "small")]
 
-    parts = {"orders": 2, "small": 3, "other": 1}
+    parts = {"orders": 2, "small": 3, "other": 1, "twice": 1}
     monkeypatch.setattr(planner, "source_partitions", lambda timeout=30.0: dict(parts))
     monkeypatch.setattr(planner, "_ensure_targets", ensure)
     monkeypatch.setattr(planner, "_targets_gone", gone)
     planner.refresh()
-    assert gone_asked == [["orders", "small"]]
+    # a refused topic is never looked at (its target may be another flow's)
+    assert gone_asked == [["orders", "other", "small"]]
     assert ensured == [{"orders": 2, "small": 3}]
-    assert "small" not in planner.failed and planner.failed["other"]
+    assert "small" not in planner.failed and planner.failed["other"] and planner.failed["twice"]
