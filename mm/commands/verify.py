@@ -68,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
             ",".join(cfg.clusters),
             "at least one enabled flow (e.g. A->B.enabled = true), or --flow SRC->TGT",
         )
-    from mm.verify.reads import require_plaintext
+    from mm.verify.reads import require_readable
 
     # configuration first (exit 2), then whether the clusters answer (exit 1)
     for alias in sorted({f.source for f in flows} | {f.target for f in flows}):
-        require_plaintext(cfg.cluster(alias))
+        require_readable(cfg.cluster(alias))
     require_flow_clusters(cfg, flows, args.timeout)
     report = run_verify(
         cfg, flows, topics=topics, timeout=args.timeout, range_records=range_records

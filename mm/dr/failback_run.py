@@ -57,7 +57,8 @@ from mm.dr.failover_point_run import newest_point
 from mm.dr.groups import DRY_RUN, FAILED, REFUSED, UNCHANGED, TargetGroups, move_groups
 from mm.dr.switchover_run import FlowReads
 from mm.errors import ConfigError, MirrorError
-from mm.kafka.rawlog import Connection, ScanStats, scan_committed
+from mm.kafka.committed import TO_THE_END, LogReader, reader_of
+from mm.kafka.rawlog import ScanStats
 from mm.source.runtime import offset_syncs_topic, state_group
 from mm.verify import reads
 
@@ -96,7 +97,8 @@ def find_divergence(
     Raises MirrorError when no failover point was recorded for ``flow``.
     """
     source = cfg.cluster(flow.source)
-    reads.require_plaintext(source, "mm failback")
+    reader = reader_of(source, "mm-failback")
+    reader.check("mm failback")
     if point is None:
         point = failover_point_of(cfg, flow, timeout)
     keys = [(p.topic, p.partition) for p in point.partitions]
@@ -109,7 +111,7 @@ def find_divergence(
             if row.start >= row.end_now:
                 continue
             address = meta.leader(row.topic, row.partition, f"cluster {flow.source}")
-            _read(address, row, timeout, writer)
+            _read(reader, address, row, timeout, writer)
     finally:
         if writer is not None:
             writer.close()
@@ -119,16 +121,18 @@ def find_divergence(
 
 
 def _read(
-    address: str, row: PartitionDivergence, timeout: float, writer: _Quarantine | None
+    reader: LogReader,
+    address: str,
+    row: PartitionDivergence,
+    timeout: float,
+    writer: _Quarantine | None,
 ) -> None:
-    stats = ScanStats()
-    with Connection(address, timeout, client_id="mm-failback") as conn:
-        for r in scan_committed(
-            conn, row.topic, row.partition, row.start, row.end_now, stats, timeout=timeout
-        ):
-            row.add(r.offset, r.timestamp)
-            if writer is not None:
-                writer.add(row.topic, row.partition, r)
+    for r in reader.scan(
+        address, row.topic, row.partition, row.start, row.end_now, ScanStats(), timeout=timeout
+    ):
+        row.add(r.offset, r.timestamp)
+        if writer is not None:
+            writer.add(row.topic, row.partition, r)
 
 
 class _Quarantine:
@@ -236,11 +240,11 @@ def run_failback(
     ConfigError before anything is read or written on A.
     """
     rev = None if quarantine_only else reverse_flow(cfg, flow)
-    # A's log is read raw (and B's too, to mirror back): refuse TLS/SASL before the
-    # failover point is read, not after a round trip to B
-    reads.require_plaintext(cfg.cluster(flow.source), "mm failback")
+    # a log that only the raw reader can read on a TLS/SASL listener: refuse before
+    # the failover point is read, not after a round trip to B
+    reads.require_readable(cfg.cluster(flow.source), "mm failback")
     if rev is not None:
-        reads.require_plaintext(cfg.cluster(flow.target), "mm failback")
+        reads.require_readable(cfg.cluster(flow.target), "mm failback")
     point = failover_point_of(cfg, flow, timeout)
     back = None if rev is None else _Back(cfg, flow, rev, point, timeout)
     divergence = find_divergence(
@@ -285,8 +289,9 @@ class _Back:
         self.cfg, self.flow, self.rev, self.point, self.timeout = cfg, flow, rev, point, timeout
         # the reverse flow's view of B: topics it mirrors, their names on A, B's ends
         self.rf = FlowReads(cfg, rev, timeout)
-        self.a_admin = cfg.cluster(flow.source).librdkafka("admin")
-        self.b_admin = cfg.cluster(flow.target).librdkafka("admin")
+        self.a, self.b = cfg.cluster(flow.source), cfg.cluster(flow.target)
+        self.a_admin = self.a.librdkafka("admin")
+        self.b_admin = self.b.librdkafka("admin")
         # per remote partition on B: what follows the last offset sync on both sides
         self._tails: dict[Key, tuple[list[int], list[int]]] = {}
         # topic on B -> (kind, topic on A)
@@ -481,10 +486,10 @@ class _Back:
         key = (topic, partition)
         if key not in self._tails:
             copies = reads.committed_offsets(
-                self.b_admin, self.flow.target, topic, partition, down + 1, 1 << 62, self.timeout
+                self.b, topic, partition, down + 1, TO_THE_END, self.timeout
             )
             originals = reads.committed_offsets(
-                self.a_admin, self.flow.source, a_topic, partition, up + 1, position, self.timeout
+                self.a, a_topic, partition, up + 1, position, self.timeout
             )
             self._tails[key] = (copies, originals)
         return self._tails[key]
@@ -507,7 +512,13 @@ def _flow_histories(
     meta = reads.cluster_meta(admin_conf, f"cluster {where}", timeout)
     holes = reads.syncs_gaps_are_holes(admin_conf, syncs_topic, where == flow.target, timeout)
     read = reads.read_syncs(
-        meta.leaders.get((syncs_topic, 0)), syncs_topic, topics, timeout, _PAGE_BYTES, holes
+        reader_of(cfg.cluster(where), "mm-failback"),
+        meta.leaders.get((syncs_topic, 0)),
+        syncs_topic,
+        topics,
+        timeout,
+        _PAGE_BYTES,
+        holes,
     )
     out = {k: history(syncs) for k, syncs in read.syncs.items()}
     policy = flow.policy()

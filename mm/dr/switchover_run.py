@@ -37,7 +37,8 @@ from mm.dr.switchover import (
     uncovered,
     unmirrored,
 )
-from mm.kafka.rawlog import Connection, LogRecord, ScanStats, scan_committed
+from mm.kafka.committed import LogReader, reader_of
+from mm.kafka.rawlog import LogRecord, ScanStats
 from mm.source.plan import NameFilter
 from mm.source.runtime import state_group
 from mm.source.topics import select_topics
@@ -52,8 +53,10 @@ class FlowReads:
         self.flow = flow
         self.timeout = timeout
         source, target = cfg.cluster(flow.source), cfg.cluster(flow.target)
-        reads.require_plaintext(source, "mm switchover / mm failback")
-        reads.require_plaintext(target, "mm switchover / mm failback")
+        self.src_reader = reader_of(source, "mm-switchover")
+        self.tgt_reader = reader_of(target, "mm-switchover")
+        self.src_reader.check("mm switchover / mm failback")
+        self.tgt_reader.check("mm switchover / mm failback")
         self.policy = flow.policy()
         self.src_admin = source.librdkafka("admin")
         self.tgt_admin = target.librdkafka("admin")
@@ -158,15 +161,21 @@ class FlowReads:
 
 
 def _first_from(
-    address: str, topic: str, partition: int, offset: int, end: int, timeout: float
+    reader: LogReader,
+    address: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    end: int,
+    timeout: float,
 ) -> LogRecord | None:
     """The first committed record at or after ``offset`` and before ``end``."""
     if offset >= end:
         return None
-    with Connection(address, timeout, client_id="mm-switchover") as conn:
-        for r in scan_committed(conn, topic, partition, max(0, offset), end, ScanStats()):
-            return r
-    return None
+    found = reader.scan(
+        address, topic, partition, max(0, offset), end, ScanStats(), timeout=timeout
+    )
+    return next(iter(found), None)
 
 
 def run_switchover(
@@ -278,6 +287,7 @@ def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) ->
         assert r.downstream is not None  # covered
         tt = f.remote[r.topic]
         src_next = _first_from(
+            f.src_reader,
             f.src_meta.leader(r.topic, r.partition, f"cluster {f.flow.source}"),
             r.topic,
             r.partition,
@@ -287,6 +297,7 @@ def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) ->
         )
         tgt_end = tgt_ends[(tt, r.partition)]
         tgt_next = _first_from(
+            f.tgt_reader,
             tgt_meta.leader(tt, r.partition, f"cluster {f.flow.target}"),
             tt,
             r.partition,

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mm.config import FlowConfig, MirrorConfig
-from mm.errors import UsageError
+from mm.errors import ConfigError, UsageError
+from mm.kafka.committed import reader_of
 
 # the drill's flow keys, which beat whatever the user's flow (or a global key) says
 _FLOW_OVERRIDES = (
@@ -110,14 +111,13 @@ def prepare_external(
             f"({', '.join(sorted(set(src.bootstrap_servers) & set(tgt.bootstrap_servers)))}): "
             "a drill needs two clusters"
         )
-    if "failback" in scenarios:
-        protocol = str(src.librdkafka("consumer").get("security.protocol", "PLAINTEXT"))
-        if protocol.upper() != "PLAINTEXT":
-            raise UsageError(
-                f"flow {flow.name}: the failback scenario reads {flow.source}'s log with "
-                f"mm's raw reader, PLAINTEXT only ({flow.source} uses {protocol}); "
-                "run --scenarios switchover,failover"
-            )
+    reading = [s for s in scenarios if s in ("switchover", "failback")]
+    for cluster in (src, tgt) if reading else ():
+        # only a cluster whose broker profile needs the raw reader, on TLS or SASL
+        try:
+            reader_of(cluster).check(f"the drill's {' and '.join(reading)} scenario")
+        except ConfigError as exc:
+            raise UsageError(f"flow {flow.name}: {exc}; run --scenarios failover") from None
     names = external_names(mark, flow.source, flow.target)
     if {names.source, names.target} & set(cfg.clusters):
         raise UsageError(f"the file already has a cluster alias {names.source} or {names.target}")

@@ -92,6 +92,7 @@ from mm.drill.workload import (
 from mm.embedded import EmbeddedClusters
 from mm.embedded.clusters import BROKER_NAMES
 from mm.errors import MirrorError
+from mm.kafka.committed import TO_THE_END
 from mm.verify.reads import committed_offsets
 
 SCENARIOS = ("switchover", "failover", "failback")
@@ -544,13 +545,14 @@ class Drill:
         mirror's, when a range fails and is retried; a producer's that died), and
         Apache Kafka never does. The figures are then what Kafka's consumers would
         have seen. Returns a sentence per cluster where something was dropped."""
+        assert self.cfg is not None, "start() loads the config"
         where = {
-            "A": (self._client("source", "admin"), self.names.source, w.topic),
-            "B": (self._client("target", "admin"), self.names.target, self.remote(w.topic)),
+            "A": (self.names.source, w.topic),
+            "B": (self.names.target, self.remote(w.topic)),
         }
         notes = []
         for cluster in clusters:
-            admin, alias, topic = where[cluster]
+            alias, topic = where[cluster]
             seen = {
                 (p.partition, p.offset)
                 for log in w.logs.values()
@@ -564,7 +566,9 @@ class Drill:
             visible: set[tuple[int, int]] = set()
             for part in sorted({p for p, _ in seen}):
                 low = min(o for p, o in seen if p == part)
-                offsets = committed_offsets(admin, alias, topic, part, low, 1 << 62, 30.0)
+                offsets = committed_offsets(
+                    self.cfg.cluster(alias), topic, part, low, TO_THE_END, 30.0
+                )
                 visible.update((part, o) for o in offsets)
             dropped = _drop_invisible(w, cluster, visible)
             if dropped:

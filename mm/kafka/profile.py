@@ -66,6 +66,11 @@ class BrokerProfile:
     or under read_committed the last stable offset. When False (Tansu answers the
     base offset of the last batch + 1), ends come from the high watermark of a real
     fetch (:func:`mm.kafka.watermarks.watermarks`)."""
+    read_committed_exact: bool = True
+    """A read_committed consumer gets exactly the committed records (Apache Kafka
+    lists the aborted transactions in its fetch responses). When False (the embedded
+    broker lists none), committed records are read with :mod:`mm.kafka.rawlog`,
+    which applies the rule to the stored markers itself (:mod:`mm.kafka.committed`)."""
     keeps_acknowledged_commits: bool = True
     """An offset commit the broker acknowledged stays (Apache Kafka). When False
     (the embedded broker loses a transaction's commit when a fenced epoch's late
@@ -76,7 +81,10 @@ class BrokerProfile:
 
 KAFKA = BrokerProfile(name="kafka", list_offsets_exact=True)
 EMBEDDED = BrokerProfile(
-    name="embedded", list_offsets_exact=False, keeps_acknowledged_commits=False
+    name="embedded",
+    list_offsets_exact=False,
+    read_committed_exact=False,
+    keeps_acknowledged_commits=False,
 )
 PROFILES: dict[str, BrokerProfile] = {p.name: p for p in (KAFKA, EMBEDDED)}
 

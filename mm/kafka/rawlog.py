@@ -438,6 +438,11 @@ class ScanStats:
     read_to: int = 0
     high_watermark: int = -1
     broker_aborted: list[tuple[int, int]] = field(default_factory=list)
+    # a read_committed consumer's view (mm.kafka.committed), which sees no marker:
+    # offsets of the range with no committed record (markers, aborted records), and
+    # offsets past the last stable offset (an open transaction holds them)
+    gap_offsets: int = 0
+    open_offsets: int = 0
 
 
 def _resolve(slots: list[list[Any]], abort: bool, stats: ScanStats, end: int) -> None:

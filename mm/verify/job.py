@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
+from mm.kafka.committed import LogReader, reader_of
 from mm.source.plan import NameFilter
 from mm.source.runtime import offset_syncs_topic, state_group
 from mm.source.topics import select_topics
@@ -90,6 +91,8 @@ class _FlowPlan:
     target_bounds: dict[Key, tuple[int, int]]
     source_leaders: dict[Key, str]
     target_leaders: dict[Key, str]
+    source_reader: LogReader
+    target_reader: LogReader
     positions: dict[Key, int]
     syncs: reads.SyncRead
     checkpoints: reads.CheckpointRead
@@ -103,8 +106,8 @@ def _plan_flow(
     page: int,
 ) -> _FlowPlan:
     source, target = cfg.cluster(flow.source), cfg.cluster(flow.target)
-    reads.require_plaintext(source)
-    reads.require_plaintext(target)
+    reads.require_readable(source)
+    reads.require_readable(target)
     policy = flow.policy()
     src_meta = reads.cluster_meta(source.librdkafka("admin"), f"cluster {flow.source}", timeout)
     tgt_meta = reads.cluster_meta(target.librdkafka("admin"), f"cluster {flow.target}", timeout)
@@ -157,10 +160,13 @@ def _plan_flow(
         reads.log_bounds(target_conf, tgt_keys, timeout, target.profile),
         {k: src_meta.leader(*k, f"cluster {flow.source}") for k in src_keys},
         {k: tgt_meta.leader(*k, f"cluster {flow.target}") for k in tgt_keys},
+        reader_of(source, "mm-verify"),
+        reader_of(target, "mm-verify"),
         reads.mirror_positions(
             target.librdkafka("admin"), state_group(flow), f"cluster {flow.target}", timeout
         ),
         reads.read_syncs(
+            reader_of(source if syncs_where == flow.source else target, "mm-verify"),
             syncs_meta.leaders.get((syncs_topic, 0)),
             syncs_topic,
             set(topics),
@@ -191,15 +197,15 @@ def _plan_flow(
 
 def _tasks(plan: _FlowPlan, timeout: float, range_records: int, page: int) -> list[RangeTask]:
     out = []
-    for side, bounds, leaders in (
-        (SOURCE, plan.source_bounds, plan.source_leaders),
-        (TARGET, plan.target_bounds, plan.target_leaders),
+    for side, bounds, leaders, reader in (
+        (SOURCE, plan.source_bounds, plan.source_leaders, plan.source_reader),
+        (TARGET, plan.target_bounds, plan.target_leaders, plan.target_reader),
     ):
         for (t, p), (lo, hi) in sorted(bounds.items()):
             for s, e in split_ranges(lo, hi, range_records):
-                out.append(
-                    RangeTask(plan.report.flow, side, leaders[(t, p)], t, p, s, e, timeout, page)
-                )
+                flow = plan.report.flow
+                task = RangeTask(flow, side, reader, leaders[(t, p)], t, p, s, e, timeout, page)
+                out.append(task)
     return out
 
 
@@ -210,9 +216,21 @@ class _Side:
     aborted_txns: int = 0
     aborted_records: int = 0
     open_records: int = 0
+    gap_offsets: int = 0
+    open_offsets: int = 0
 
     def notes(self, name: str) -> list[str]:
         out = []
+        if self.gap_offsets:
+            out.append(
+                f"{name}: {self.gap_offsets} offsets hold no committed record "
+                "(transaction markers, aborted transactions' records; read_committed)"
+            )
+        if self.open_offsets:
+            out.append(
+                f"{name}: {self.open_offsets} offsets past the last stable offset left out "
+                "(an open transaction; not committed yet)"
+            )
         if self.aborted_records or self.aborted_txns:
             out.append(
                 f"{name}: {self.aborted_records} records of {self.aborted_txns} aborted "
@@ -237,6 +255,8 @@ def _assemble(results: list[RangeDigests]) -> dict[tuple[str, str, int], _Side]:
         s.aborted_txns += r.aborted_txns
         s.aborted_records += r.aborted_records
         s.open_records += r.open_records
+        s.gap_offsets += r.gap_offsets
+        s.open_offsets += r.open_offsets
     return sides
 
 
@@ -279,8 +299,9 @@ def _judge(
 
 
 def _fields(plan: _FlowPlan, t: str, tt: str, p: int, d: Any, timeout: float) -> list[str]:
-    a = reads.read_record(plan.source_leaders[(t, p)], t, p, d.source_offset, timeout)
-    b = reads.read_record(plan.target_leaders[(tt, p)], tt, p, d.target_offset, timeout)
+    src, tgt = plan.source_reader, plan.target_reader
+    a = reads.read_record(src, plan.source_leaders[(t, p)], t, p, d.source_offset, timeout)
+    b = reads.read_record(tgt, plan.target_leaders[(tt, p)], tt, p, d.target_offset, timeout)
     if a is None or b is None:
         return []
     return differing_fields(

@@ -24,29 +24,23 @@ from mm_client.kafka.errors import wrap
 from mm_client.records import OffsetSync, sync_flags
 
 from mm.config import ClusterConfig
-from mm.errors import ConfigError, KafkaOperationError
+from mm.errors import KafkaOperationError
+from mm.kafka.committed import TO_THE_END, LogReader, reader_of
 from mm.kafka.profile import KAFKA, BrokerProfile
-from mm.kafka.rawlog import Connection, LogRecord, RawLogError, ScanStats, scan_committed
+from mm.kafka.rawlog import LogRecord, RawLogError, ScanStats
 from mm.kafka.watermarks import watermarks
 from mm.verify.compare import CheckpointIn, Sync
 
 Key = tuple[str, int]
 
 
-def require_plaintext(cluster: ClusterConfig, command: str = "mm verify") -> None:
-    """The raw log reader (:mod:`mm.kafka.rawlog`) speaks plain TCP: refuse TLS/SASL
-    clusters up front, before anything is read, rather than fail on a garbled answer.
+def require_readable(cluster: ClusterConfig, command: str = "mm verify") -> None:
+    """ConfigError up front, before anything is read, when ``cluster``'s logs cannot be
+    read (its broker profile needs the raw reader, which speaks plain TCP only, and
+    the listener is TLS or SASL): see :meth:`mm.kafka.committed.LogReader.check`.
 
-    ``command`` names the command in the message (verify, switchover and failback all
-    read logs raw)."""
-    protocol = str(cluster.librdkafka("consumer").get("security.protocol", "PLAINTEXT"))
-    if protocol.upper() != "PLAINTEXT":
-        raise ConfigError(
-            f"{cluster.alias}.security.protocol",
-            protocol,
-            f"PLAINTEXT: {command} reads logs with its own Fetch requests (mm.kafka.rawlog), "
-            "which do not support TLS or SASL yet",
-        )
+    ``command`` names the command in the message."""
+    reader_of(cluster).check(command)
 
 
 @dataclass
@@ -104,6 +98,7 @@ class SyncRead:
 
 
 def read_syncs(
+    reader: LogReader,
     address: str | None,
     topic: str,
     topics: set[str],
@@ -113,7 +108,8 @@ def read_syncs(
 ) -> SyncRead:
     """The offset syncs of ``topics`` in the one-partition ``topic`` (read_committed rule).
 
-    ``address``: the leader of ``topic``'s partition 0, None when the topic does not exist.
+    ``reader`` reads the cluster holding ``topic``; ``address``: the leader of its
+    partition 0, None when the topic does not exist.
     ``gaps_are_holes``: an offset gap in ``topic`` means syncs may be missing
     (:func:`syncs_gaps_are_holes`); then each partition's next sync after one says so
     (``Sync.hole_before``).
@@ -126,30 +122,28 @@ def read_syncs(
     holes = 0  # offset gaps (and undecodable records) seen so far
     seen_holes: dict[Key, int] = {}  # per partition: `holes` at its last sync
     expected: int | None = None
-    with Connection(address, timeout, client_id="mm-verify") as conn:
-        # the end is unknown up front: scan to the high watermark (no record is past it)
-        for r in scan_committed(
-            conn, topic, 0, 0, 1 << 62, stats, page_bytes=page_bytes, timeout=timeout
-        ):
-            out.records += 1
-            if gaps_are_holes and expected is not None and r.offset > expected:
-                holes += 1  # compaction or retention: a sync of any partition may be gone
-            expected = r.offset + 1
-            try:
-                s = OffsetSync.from_bytes(r.key, r.value)
-            except RecordDecodeError:
-                out.undecodable += 1
-                holes += 1
-                continue
-            if s.topic not in topics:
-                continue
-            key = (s.topic, s.partition)
-            first, writer = sync_flags(r.headers)
-            hole = key in seen_holes and seen_holes[key] != holes
-            seen_holes[key] = holes
-            out.syncs.setdefault(key, []).append(
-                Sync(s.upstream_offset, s.downstream_offset, first, writer, hole)
-            )
+    for r in reader.scan(
+        address, topic, 0, 0, TO_THE_END, stats, page_bytes=page_bytes, timeout=timeout
+    ):
+        out.records += 1
+        if gaps_are_holes and expected is not None and r.offset > expected:
+            holes += 1  # compaction or retention: a sync of any partition may be gone
+        expected = r.offset + 1
+        try:
+            s = OffsetSync.from_bytes(r.key, r.value)
+        except RecordDecodeError:
+            out.undecodable += 1
+            holes += 1
+            continue
+        if s.topic not in topics:
+            continue
+        key = (s.topic, s.partition)
+        first, writer = sync_flags(r.headers)
+        hole = key in seen_holes and seen_holes[key] != holes
+        seen_holes[key] = holes
+        out.syncs.setdefault(key, []).append(
+            Sync(s.upstream_offset, s.downstream_offset, first, writer, hole)
+        )
     return out
 
 
@@ -220,22 +214,21 @@ def read_all_checkpoints(
 
 
 def read_record(
-    address: str, topic: str, partition: int, offset: int, timeout: float
+    reader: LogReader, address: str, topic: str, partition: int, offset: int, timeout: float
 ) -> LogRecord | None:
     """The committed record at ``offset``, or None (to name the fields that differ)."""
-    stats = ScanStats()
     try:
-        with Connection(address, timeout, client_id="mm-verify") as conn:
-            for r in scan_committed(conn, topic, partition, offset, offset + 1, stats):
-                return r
+        for r in reader.scan(
+            address, topic, partition, offset, offset + 1, ScanStats(), timeout=timeout
+        ):
+            return r
     except (RawLogError, OSError):
         return None
     return None
 
 
 def committed_offsets(
-    admin_conf: Mapping[str, Any],
-    cluster: str,
+    cluster: ClusterConfig,
     topic: str,
     partition: int,
     start: int,
@@ -244,10 +237,11 @@ def committed_offsets(
     client_id: str = "mm",
 ) -> list[int]:
     """Offsets of the committed records of ``topic[partition]`` in ``[start, end)``
-    (raw read, Apache Kafka's read_committed rule; ``end`` past the high watermark
-    reads to it)."""
-    meta = cluster_meta(admin_conf, f"cluster {cluster}", timeout)
-    address = meta.leader(topic, partition, f"cluster {cluster}")
-    with Connection(address, timeout, client_id=client_id) as conn:
-        found = scan_committed(conn, topic, partition, start, end, ScanStats(), timeout=timeout)
-        return [r.offset for r in found]
+    (read_committed; ``end`` :data:`mm.kafka.committed.TO_THE_END` reads to the end)."""
+    reader = reader_of(cluster, client_id)
+    address = None
+    if reader.raw:
+        meta = cluster_meta(cluster.librdkafka("admin"), f"cluster {cluster.alias}", timeout)
+        address = meta.leader(topic, partition, f"cluster {cluster.alias}")
+    found = reader.scan(address, topic, partition, start, end, ScanStats(), timeout=timeout)
+    return [r.offset for r in found]

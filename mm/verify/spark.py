@@ -1,8 +1,8 @@
 """Digests computed in Spark Python tasks, one task per offset range of a partition.
 
-Each task opens its own connection to the partition's leader, reads its range
-raw with Kafka's read_committed rule (:func:`mm.kafka.rawlog.scan_committed`,
-paged fetches, reading past the range only to find transaction markers) and
+Each task reads its range's committed records with its cluster's
+:class:`mm.kafka.committed.LogReader` (a read_committed consumer on Apache Kafka,
+any listener; the raw reader where the broker profile needs it) and
 returns ``(offset, digest)`` pairs packed in two byte strings. Record payloads
 stay in the Python worker; the JVM and the driver only move digests.
 """
@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mm.kafka.rawlog import Connection, ScanStats, scan_committed
+from mm.kafka.committed import LogReader
+from mm.kafka.rawlog import ScanStats
 from mm.verify.digest import DigestSeq, record_digest
 
 SOURCE = "source"
@@ -25,6 +26,7 @@ TARGET = "target"
 class RangeTask:
     flow: str  # the flow's name: flows may share a source topic
     side: str  # SOURCE or TARGET
+    reader: LogReader  # how the side's cluster is read
     address: str  # the partition leader, host:port
     topic: str
     partition: int
@@ -43,6 +45,8 @@ class RangeDigests:
     aborted_txns: int
     aborted_records: int
     open_records: int
+    gap_offsets: int  # read by a consumer: offsets with no committed record
+    open_offsets: int  # read by a consumer: offsets past the last stable offset
 
     def seq(self) -> DigestSeq:
         offsets = array("q")
@@ -55,19 +59,18 @@ def digest_range(task: RangeTask) -> RangeDigests:
     offsets = array("q")
     digests = bytearray()
     stats = ScanStats()
-    with Connection(task.address, task.timeout, client_id="mm-verify") as conn:
-        for r in scan_committed(
-            conn,
-            task.topic,
-            task.partition,
-            task.start,
-            task.end,
-            stats,
-            page_bytes=task.page_bytes,
-            timeout=task.timeout,
-        ):
-            offsets.append(r.offset)
-            digests += record_digest(r.key, r.value, r.headers, r.timestamp)
+    for r in task.reader.scan(
+        task.address,
+        task.topic,
+        task.partition,
+        task.start,
+        task.end,
+        stats,
+        page_bytes=task.page_bytes,
+        timeout=task.timeout,
+    ):
+        offsets.append(r.offset)
+        digests += record_digest(r.key, r.value, r.headers, r.timestamp)
     return RangeDigests(
         task,
         offsets.tobytes(),
@@ -76,6 +79,8 @@ def digest_range(task: RangeTask) -> RangeDigests:
         stats.aborted_txns,
         stats.aborted_records,
         stats.open_records,
+        stats.gap_offsets,
+        stats.open_offsets,
     )
 
 

@@ -6,8 +6,9 @@ ships to its Spark tasks (FlowRuntime, TaskContext, RestoreContext, the checkpoi
 reader's options) must carry the security settings of the cluster it talks to:
 a client that lost them would connect in PLAINTEXT (refused at best), one with
 the other cluster's credentials would authenticate as the wrong principal.
-Jobs that read logs raw (verify, switchover, failback) refuse such clusters up
-front instead. No broker is contacted.
+Jobs that read logs (verify, switchover, failback, the drill) read them with
+read_committed consumers on Apache Kafka, and refuse such clusters up front only
+where the broker profile needs the raw reader. No broker is contacted.
 """
 
 from __future__ import annotations
@@ -316,46 +317,89 @@ def test_group_moves_and_checkpoint_reads(cfg: MirrorConfig) -> None:
     assert_secured(built.conf, "B")
 
 
-# --- raw log readers: verify, switchover, failback refuse TLS/SASL up front -------------
+# --- log readers: verify, switchover, failback, the drill -------------------------------
 
 
-@pytest.mark.usefixtures("first_client")
-def test_raw_readers_refuse_sasl_before_any_client(cfg: MirrorConfig) -> None:
-    import re
-
+def _dr_reads(cfg: MirrorConfig) -> dict[str, Any]:
     from mm.dr.failback_run import find_divergence, run_failback
     from mm.dr.switchover_run import FlowReads
     from mm.verify.job import _plan_flow
 
     flow = cfg.flow("A", "B")
-    calls = {
+    return {
         "mm verify": lambda: _plan_flow(cfg, flow, None, 0.1, 1024),
         "mm switchover": lambda: FlowReads(cfg, flow, 0.1),
         "mm failback": lambda: run_failback(cfg, flow, groups=None, dry_run=True, timeout=0.1),
+        "mm failback ": lambda: find_divergence(cfg, flow, dry_run=True, timeout=0.1),
     }
-    calls["mm failback "] = lambda: find_divergence(cfg, flow, dry_run=True, timeout=0.1)
-    for command, call in calls.items():
+
+
+@pytest.mark.usefixtures("first_client")
+def test_log_readers_on_apache_kafka_read_sasl_with_the_clusters_settings(
+    cfg: MirrorConfig,
+) -> None:
+    """On Apache Kafka (the default profile) the DR commands read logs with
+    read_committed consumers: a SASL_SSL cluster is no reason to refuse, and the
+    first client they build carries the cluster's own credentials."""
+    from mm.kafka.committed import reader_of
+    from mm.kafka.rawlog import ScanStats
+
+    for call in _dr_reads(cfg).values():
+        built = _built(call)  # a client was built: nothing refused
+        alias = "B" if built.conf["bootstrap.servers"] == "b1:9093" else "A"
+        assert_secured(built.conf, alias)
+    for alias in ("A", "B"):
+        reader = reader_of(cfg.cluster(alias))
+        assert not reader.raw
+        reader.check("mm verify")  # no refusal
+        built = _built(lambda r=reader: list(r.scan(None, "t", 0, 0, 10, ScanStats())))
+        assert built.kind == "consumer"
+        assert_secured(built.conf, alias)
+        assert built.conf["isolation.level"] == "read_committed"
+
+
+@pytest.mark.usefixtures("first_client")
+def test_raw_readers_refuse_sasl_before_any_client(tmp_path: Path) -> None:
+    """Where the broker profile needs the raw reader (plain TCP), TLS/SASL clusters are
+    refused up front, naming the key, the profile and the way that works."""
+    import re
+
+    props = _props(**{"mm.state.dir": str(tmp_path), "mm.broker.profile": "embedded"})
+    cfg = build_config(props)
+    for command, call in _dr_reads(cfg).items():
         # a ConfigError, not _Built: refused before any client was constructed
         with pytest.raises(ConfigError) as info:
             call()
         assert info.value.key == "A.security.protocol"
         assert command.strip() in str(info.value)
-        assert re.search(r"PLAINTEXT.*do not support TLS or SASL", str(info.value))
+        assert re.search(r"PLAINTEXT.*plain TCP only.*profile is embedded", str(info.value))
 
 
-def test_drill_failback_scenario_refused_on_sasl(cfg: MirrorConfig, tmp_path: Path) -> None:
+def test_drill_reading_scenarios_refused_on_sasl_only_where_read_raw(tmp_path: Path) -> None:
     from mm.drill.external import prepare_external
     from mm.errors import UsageError
 
-    with pytest.raises(UsageError, match="PLAINTEXT only"):
-        prepare_external(
-            cfg,
-            _props(),
-            cfg.flow("A", "B"),
-            mark="m1",
-            state_dir=tmp_path,
-            scenarios=["failback"],
-        )
+    for scenarios in (["failback"], ["switchover", "failover"]):
+        cfg = build_config(_props(**{"mm.broker.profile": "embedded"}))
+        with pytest.raises(UsageError, match=r"plain TCP only.*run --scenarios failover"):
+            prepare_external(
+                cfg,
+                _props(),
+                cfg.flow("A", "B"),
+                mark="m1",
+                state_dir=tmp_path,
+                scenarios=scenarios,
+            )
+    cfg = build_config(_props())  # Apache Kafka: every scenario on SASL_SSL
+    setup = prepare_external(
+        cfg,
+        _props(),
+        cfg.flow("A", "B"),
+        mark="m1",
+        state_dir=tmp_path,
+        scenarios=["switchover", "failover", "failback"],
+    )
+    assert setup.bootstrap == {"A": "a1:9093,a2:9093", "B": "b1:9093"}
 
 
 def test_runtime_is_a_copy_not_a_view(cfg: MirrorConfig) -> None:

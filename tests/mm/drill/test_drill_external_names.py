@@ -140,16 +140,15 @@ def test_prepare_refuses_one_cluster_twice_and_a_tls_failback(tmp_path: Path) ->
             state_dir=tmp_path,
             scenarios=["switchover"],
         )
-    tls = {**USER, "primary.security.protocol": "SSL"}
+    # a TLS cluster read raw (the embedded broker's profile) carries only the failover
+    tls = {**USER, "primary.security.protocol": "SSL", "mm.broker.profile": "embedded"}
     cfg = build_config(tls)
     flow = cfg.flow("primary", "backup")
-    with pytest.raises(UsageError, match="PLAINTEXT only"):
+    with pytest.raises(UsageError, match=r"plain TCP only.*run --scenarios failover"):
         prepare_external(
             cfg, tls, flow, mark=MARK, state_dir=tmp_path, scenarios=["failover", "failback"]
         )
-    ok = prepare_external(
-        cfg, tls, flow, mark=MARK, state_dir=tmp_path, scenarios=["switchover", "failover"]
-    )
+    ok = prepare_external(cfg, tls, flow, mark=MARK, state_dir=tmp_path, scenarios=["failover"])
     assert ok.bootstrap == {"primary": "p1:9092,p2:9092", "backup": "b1:9092"}
 
 

@@ -178,7 +178,10 @@ def test_clean_mirror_verifies(mod: Module, cluster_b: KafkaCluster) -> None:
             assert rep["translations"]["wrong"] == 0
             assert rep["syncs"]["checked"] >= 2 and rep["syncs"]["false"] == 0, rep
     clean0 = partitions_of(report, mod.clean)[0]
-    assert any("aborted transactions left out" in n for n in clean0["notes"]), clean0
+    if cluster_b.kind == "embedded":  # read raw: the aborted transaction is counted
+        assert any("aborted transactions left out" in n for n in clean0["notes"]), clean0
+    else:  # Kafka's read_committed consumer: its offsets hold no committed record
+        assert any("offsets hold no committed record" in n for n in clean0["notes"]), clean0
     cps = partitions_of(report, mod.clean)[1]["checkpoints"]
     assert (cps["exact"], cps["conservative"], cps["ahead"]) == (1, 1, 0), cps
 
