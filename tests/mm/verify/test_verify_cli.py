@@ -32,7 +32,12 @@ def _props(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "args", "message"),
     [
-        (GOOD + "A.security.protocol = SSL\n", [], "invalid config A.security.protocol='SSL'"),
+        # TLS on a cluster read raw (the embedded broker's profile); Apache Kafka reads it
+        (
+            GOOD + "A.security.protocol = SSL\nA.mm.broker.profile = embedded\n",
+            [],
+            "invalid config A.security.protocol='SSL'",
+        ),
         (GOOD, ["--flow", "B->A"], "invalid config --flow='B->A'"),
         (GOOD, ["--topics", "("], "--topics '(' is not a valid regex"),
         (GOOD, ["--range-records", "0"], "--range-records must be a positive number"),
