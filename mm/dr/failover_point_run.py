@@ -81,20 +81,22 @@ def newest_point(conf: Mapping[str, Any], flow: FlowConfig, timeout: float) -> F
         meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if meta is None or meta.error is not None:
             return None
-        newest = None
-        for m in tail(consumer, topic, 0, timeout):
-            if m.key() == flow.name.encode():
-                try:
-                    newest = FailoverPoint.decode(m.value())
-                except ValueError as exc:
-                    # an older point is another failover's: never fall back to it
-                    raise MirrorError(
-                        f"the newest failover point of {flow.name} in {topic}[0] at offset "
-                        f"{m.offset()} on {flow.target} is corrupt ({exc}); expected the JSON "
-                        "record `mm failover` writes. Record the point again with `mm failover` "
-                        "(it reads the mirror's position on the target), then retry"
-                    ) from None
-        return newest
+        mine = [m for m in tail(consumer, topic, 0, timeout) if m.key() == flow.name.encode()]
+        if not mine:
+            return None
+        # only the newest counts: a corrupt older one was superseded by the point
+        # recorded again after it, as the refusal below asks
+        newest = mine[-1]
+        try:
+            return FailoverPoint.decode(newest.value())
+        except ValueError as exc:
+            # an older point is another failover's: never fall back to it
+            raise MirrorError(
+                f"the newest failover point of {flow.name} in {topic}[0] at offset "
+                f"{newest.offset()} on {flow.target} is corrupt ({exc}); expected the JSON "
+                "record `mm failover` writes. Record the point again with `mm failover` "
+                "(it reads the mirror's position on the target), then retry"
+            ) from None
     except KafkaException as exc:
         raise wrap(exc, f"read {topic}") from exc
     finally:

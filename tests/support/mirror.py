@@ -54,18 +54,21 @@ def mirror_properties(
     *,
     state_dir: Path,
     extra: Mapping[str, str] | None = None,
+    source_alias: str = "A",
 ) -> Path:
     """Write an MM2 properties file for flow A->B mirroring only ``topics`` (regexes).
 
     Keep the regexes to ``[A-Za-z0-9-]`` plus ``.*``: a backslash is an escape
-    character in a properties file.
+    character in a properties file. ``source_alias``: another name for A, to keep
+    what the shared target holds per source (the failover points) to the test.
     """
+    a = source_alias
     lines = [
-        "clusters = A, B",
-        f"A.bootstrap.servers = {source_bootstrap}",
+        f"clusters = {a}, B",
+        f"{a}.bootstrap.servers = {source_bootstrap}",
         f"B.bootstrap.servers = {target_bootstrap}",
-        "A->B.enabled = true",
-        f"A->B.topics = {', '.join(topics)}",
+        f"{a}->B.enabled = true",
+        f"{a}->B.topics = {', '.join(topics)}",
         f"mm.state.dir = {state_dir}",
         "spark.master = local[2]",
     ]

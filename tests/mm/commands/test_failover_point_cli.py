@@ -6,6 +6,10 @@ micro-batch and is killed (SIGKILL, whole process tree) part-way. `mm failover` 
 runs with a config whose A answers nowhere: it reads only B, records where the mirror
 stood and estimates the loss from the source ends the mirror had seen. The estimate
 must equal the records acknowledged on A that never reached B.
+
+A's alias is the test's own (``A-<tag>``): the failover points of a source are kept on
+the shared B in one topic per source alias, which this test leaves without a point
+and then with a corrupt one, as the refusals' ways out need.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from support.mirror import (
     ContinuousMirror,
     create_topic,
     mirror_properties,
-    partition_count,
     read_topic,
     read_topic_committed,
 )
@@ -45,7 +48,8 @@ def _dead_address() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-def _recorded_points(bootstrap: str, topic: str) -> list[FailoverPoint]:
+def _recorded(bootstrap: str, topic: str) -> list[bytes]:
+    """The values of ``topic``'s records, in order (a failover point each, unless corrupt)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -65,16 +69,23 @@ def _recorded_points(bootstrap: str, topic: str) -> list[FailoverPoint]:
                 if err is not None and err.code() == KafkaError._PARTITION_EOF:
                     return points
                 assert err is None, err
-                points.append(FailoverPoint.decode(m.value()))
+                points.append(m.value())
     finally:
         consumer.close()
+
+
+def _mirrored_to(point: bytes) -> dict[tuple[str, int], int | None]:
+    return {(x.topic, x.partition): x.mirrored_to for x in FailoverPoint.decode(point).partitions}
 
 
 def test_failover_records_the_point_and_the_loss_without_the_source(
     cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
 ) -> None:
     a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
-    topic = f"fop-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:8]
+    topic, alias = f"fop-{tag}", f"A-{tag}"
+    flow, remote = f"{alias}->B", f"{alias}.{topic}"
+    points_topic = f"mm-failover-points.{alias}.internal"
     create_topic(a, topic, PARTITIONS)
     producer = Producer({"bootstrap.servers": a, "linger.ms": 20})
     for i in range(PER_PARTITION * PARTITIONS):
@@ -90,6 +101,7 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
             "mm.mirror.max.records.per.partition.per.batch": "100",
             "mm.mirror.trigger.seconds": "1",
         },
+        source_alias=alias,
     )
     mirror = ContinuousMirror(props, tmp_path)
     try:
@@ -98,22 +110,34 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
     finally:
         mirror.close()  # SIGKILL to the whole process group: the disaster
 
-    on_b = read_topic_committed(b, f"A.{topic}", PARTITIONS)
+    on_b = read_topic_committed(b, remote, PARTITIONS)
     missing = {p: PER_PARTITION - len(on_b[p]) for p in range(PARTITIONS)}
     assert sum(missing.values()) > 0, "the mirror finished before it was killed"
 
-    if partition_count(b, "A.checkpoints.internal") is None:
-        # what `mm checkpoint` creates on B (no group of this test has checkpoints)
-        create_topic(b, "A.checkpoints.internal", 1, {"cleanup.policy": "compact"})
+    # no failover point is recorded for this flow yet: failback cannot tell the divergence
+    res = run_mm(props, "failback", "--quarantine-only", "--dry-run")
+    assert res.returncode == 1, res.describe()
+    assert (
+        f"no failover point of {flow} is recorded on B: `mm failover` records one" in res.stderr
+    ), res.describe()
+    # the way out: `mm failover` (below, A unreachable) records one; failback then proceeds
+
+    # what `mm checkpoint` creates on B (no group of this test has checkpoints)
+    create_topic(b, f"{alias}.checkpoints.internal", 1, {"cleanup.policy": "compact"})
     # from now on A is unreachable
     dead = mirror_properties(
-        tmp_path / "dead-a.properties", _dead_address(), b, [topic], state_dir=tmp_path / "state"
+        tmp_path / "dead-a.properties",
+        _dead_address(),
+        b,
+        [topic],
+        state_dir=tmp_path / "state",
+        source_alias=alias,
     )
     res = run_mm(dead, "failover", "--groups", f"fop-none-{uuid.uuid4().hex[:6]}", "--json")
     # no group has checkpoints (exit 1), yet the point is recorded: it is the flow's
     assert res.returncode == 1, res.describe()
     point = json.loads(res.stdout)["failover_point"]
-    assert point["recorded_in"] == "mm-failover-points.A.internal"
+    assert point["recorded_in"] == points_topic
     rows = {r["partition"]: r for r in point["partitions"] if r["topic"] == topic}
     assert sorted(rows) == list(range(PARTITIONS))
     for p, row in rows.items():
@@ -121,17 +145,14 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
         assert row["mirrored_to"] == len(on_b[p]), row
         assert row["source_end_seen"] == PER_PARTITION, row
         assert row["loss_offsets"] == missing[p], row
-        assert row["target_topic"] == f"A.{topic}"
+        assert row["target_topic"] == remote
         assert row["loss_seconds"] is None or 0 <= row["loss_seconds"] < 600, row
     if all(r["loss_seconds"] is not None for r in rows.values()):
         assert point["loss_seconds"] is not None
 
-    recorded = [
-        pt for pt in _recorded_points(b, "mm-failover-points.A.internal") if pt.flow == "A->B"
-    ]
-    mine = [pt for pt in recorded if any(x.topic == topic for x in pt.partitions)]
-    assert len(mine) == 1
-    assert {x.partition: x.loss_offsets for x in mine[0].partitions if x.topic == topic} == missing
+    [recorded] = [FailoverPoint.decode(v) for v in _recorded(b, points_topic)]
+    assert recorded.flow == flow
+    assert {x.partition: x.loss_offsets for x in recorded.partitions if x.topic == topic} == missing
 
     # the text form says the same; --dry-run records nothing more
     text = run_mm(dead, "failover", "--groups", "fop-none-x", "--dry-run")
@@ -144,7 +165,7 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
             f"({missing[p]} offsets behind)" in text.stdout
         ), text.describe()
     assert "failover point (dry run, not recorded)" in text.stdout
-    assert len(_recorded_points(b, "mm-failover-points.A.internal")) == len(recorded)
+    assert len(_recorded(b, points_topic)) == 1
 
     # A is back, and took 10 more records on partition 0 after the disaster
     late = Producer({"bootstrap.servers": a})
@@ -164,8 +185,27 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
         assert r["last_offset"] == PER_PARTITION + (10 if p == 0 else 0) - 1
     assert report["quarantine"] is None
 
+    # the newest point of the flow is corrupt: refused, never an older point used
+    corrupt = b"{not a failover point"
+    writer = Producer({"bootstrap.servers": b})
+    writer.produce(points_topic, corrupt, flow.encode(), partition=0)
+    assert writer.flush(30) == 0
     quarantine = tmp_path / "quarantine"
-    real = run_mm(props, "failback", "--quarantine-only", "--quarantine-dir", str(quarantine))
+    failback = ("failback", "--quarantine-only", "--quarantine-dir", str(quarantine))
+    res = run_mm(props, *failback)
+    assert res.returncode == 1, res.describe()
+    assert f"the newest failover point of {flow} in {points_topic}[0] at offset 1" in res.stderr
+    assert "is corrupt" in res.stderr, res.describe()
+    assert "Record the point again with `mm failover`" in res.stderr, res.describe()
+    assert not quarantine.exists()
+    # the way out, as printed: `mm failover` records the point again (from B's mirror
+    # position, unchanged), then the failback again quarantines exactly the divergence
+    res = run_mm(props, "failover", "--groups", f"fop-none-{tag}", "--json")
+    assert res.returncode == 1, res.describe()  # no group has checkpoints, as above
+    first, bad, again = _recorded(b, points_topic)
+    assert bad == corrupt and FailoverPoint.decode(again).flow == flow
+    assert _mirrored_to(again) == _mirrored_to(first) == {(topic, p): len(on_b[p]) for p in on_b}
+    real = run_mm(props, *failback)
     assert real.returncode == 0, real.describe()
     assert f"{sum(diverged.values())} divergent records on A" in real.stdout
     assert f"quarantined in {quarantine}" in real.stdout

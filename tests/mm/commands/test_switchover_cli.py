@@ -31,8 +31,11 @@ from support.groups import (
 )
 from support.mirror import (
     Rec,
+    assert_same_records,
     create_topic,
     mirror_properties,
+    read_topic,
+    read_topic_committed,
     run_mirror_once,
 )
 
@@ -268,6 +271,27 @@ def test_producers_still_writing_stop_it(
     assert report["stopped_at"] == "producers"
     assert [(g["topic"], g["partition"]) for g in report["grown_while_settling"]] == [(topic, 1)]
     assert "have not stopped" in report["problems"][0] and "--force" in report["problems"][0]
+
+    # the way out, as printed: the producers stopped (above). The switchover now passes
+    # the settle and waits for the mirror, which is not running: its own way out names it
+    res = run_mm(props, "switchover", "--settle", "1", "--timeout", "2", "--json")
+    assert res.returncode == 1, res.describe()
+    report = json.loads(res.stdout)
+    assert report["stopped_at"] == "mirror" and report["grown_while_settling"] == [], report
+    assert "offsets unmirrored" in report["problems"][0]
+    assert "Is `mm mirror` running for A->B?" in report["problems"][0]
+    # the mirror runs (once, as an operator would start it), then the switchover again
+    mirror = run_mirror_once(props)
+    assert mirror.returncode == 0, mirror.describe()
+    done = run_mm(props, "switchover", "--settle", "1", "--json")
+    assert done.returncode == 0, done.describe()
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["stopped_at"] is None, report
+    assert report["proof"]["records_unmirrored"] == 0
+    # nothing stays on A: B holds exactly what A holds, the late writes included
+    source = read_topic(cluster_a.bootstrap_servers, topic, 2)
+    assert len(source[1]) > 10, "the writer wrote nothing"
+    assert_same_records(source, read_topic_committed(cluster_b.bootstrap_servers, f"A.{topic}", 2))
 
 
 @pytest.mark.integration
