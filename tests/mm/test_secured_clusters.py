@@ -6,11 +6,16 @@ carries records for the super user, and an ordinary principal is refused until
 an ACL grants it. Then the mirror's path on it: A reached over SASL_SSL with
 SCRAM-SHA-512, B over mutual TLS, both configured as in an MM2 file;
 ``mm mirror --once`` and ``mm checkpoint --once`` give B the exact records and
-the group's exact translated offsets, which ``mm_client`` reads over SASL_SSL.
+the group's exact translated offsets, which ``mm_client`` reads over SASL_SSL;
+then the DR day on the same clusters: ``mm verify`` matches every record,
+``mm switchover`` proves and moves the group, ``mm failover`` records its point and
+``mm failback`` finds A's divergent records (read over SASL_SSL with a
+read_committed consumer; these commands refused every TLS/SASL cluster before).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,7 +143,7 @@ def test_an_ordinary_principal_gets_what_acls_grant(
     assert _read(broker.client("SASL_SSL"), topic, 1, 1) == [b"allowed"]
 
 
-def test_mirror_and_checkpoints_over_sasl_ssl_and_mutual_tls(
+def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
     secured: dict[str, SecureKRaftBroker], tmp_path: Path
 ) -> None:
     """A over SASL_SSL (SCRAM-SHA-512), B over mutual TLS, as an MM2 file spells them:
@@ -178,3 +183,25 @@ def test_mirror_and_checkpoints_over_sasl_ssl_and_mutual_tls(
     translated = translate_offsets(b.client("SASL_SSL"), "A", group)
     # one plain producer per partition: source and target offsets are the same
     assert {tp.partition: off for tp, off in translated.items() if tp.topic == target} == committed
+
+    # the DR day on the same clusters: the record-level audit, a switchover proven by
+    # content, a failover point, and failback's divergence read from A over SASL_SSL
+    verify = run_mm(config, "verify", "--json")
+    assert verify.returncode == 0, verify.output[-6000:]
+    report = json.loads(verify.stdout)
+    assert report["ok"], report
+    parts = report["flows"][0]["partitions"]
+    assert sum(p["records_matched"] for p in parts) == RECORDS, parts
+    switch = run_mm(config, "switchover", "--groups", group, "--settle", "1", "--json")
+    assert switch.returncode == 0, switch.output[-6000:]
+    report = json.loads(switch.stdout)
+    assert report["ok"] and [g["status"] for g in report["groups"]] == ["moved"], report
+    assert report["proof"]["translations_exact"] == PARTITIONS, report
+    failover = run_mm(config, "failover", "--groups", group, "--json")
+    assert failover.returncode == 0, failover.output[-6000:]
+    late = [f"late-{i}".encode() for i in range(6)]
+    _produce(a.client("SASL_SSL"), topic, late)  # A took writes B never got
+    back = run_mm(config, "failback", "--quarantine-only", "--dry-run", "--json")
+    assert back.returncode == 0, back.output[-6000:]
+    divergence = json.loads(back.stdout)
+    assert divergence["divergent_records"] == len(late), divergence
