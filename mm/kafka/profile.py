@@ -15,10 +15,12 @@ Where the embedded broker (Tansu 0.6) is known to differ from Apache Kafka, and
 where the code handles it:
 
 * FetchResponse lists no aborted transactions, so read_committed consumers get
-  aborted records: :mod:`mm.kafka.rawlog` applies the read_committed rule itself,
-  for :mod:`mm.verify`, :mod:`mm.backup.task` (the committed filter) and
-  :mod:`mm.restore.mapping_read`; :func:`mm.restore.plan.merge_runs` keeps a
-  committed retry over the aborted attempt;
+  aborted records: :mod:`mm.kafka.committed` reads committed records with
+  :mod:`mm.kafka.rawlog`, which applies the read_committed rule itself
+  (``read_committed_exact``), for :mod:`mm.verify`, :mod:`mm.dr` and :mod:`mm.drill`;
+  :mod:`mm.backup.task` (the committed filter) and :mod:`mm.restore.mapping_read`
+  use the raw reader on PLAINTEXT listeners; :func:`mm.restore.plan.merge_runs`
+  keeps a committed retry over the aborted attempt;
 * no ABORT marker for a fenced epoch's open transaction: :mod:`mm.kafka.rawlog`
   ends it at the new epoch's first batch;
 * a Fetch with ``max_wait_ms`` 0 answered with no topic: :func:`mm.kafka.rawlog.fetch`;
@@ -45,7 +47,8 @@ where the code handles it:
 
 These are handled in ways correct on both brokers, which is why the profile does
 not switch them; it switches only the differences that change a read
-(``list_offsets_exact``) or would override an operator (``keeps_acknowledged_commits``).
+(``list_offsets_exact``, ``read_committed_exact``) or would override an operator
+(``keeps_acknowledged_commits``).
 """
 
 from __future__ import annotations
