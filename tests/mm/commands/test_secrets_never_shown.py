@@ -119,9 +119,9 @@ def test_no_command_shows_a_secret(setup: tuple[Path, dict[str, str]]) -> None:
     out = {w: o for w, _rc, o in ran}
     assert "SCRAM-SHA-512" in out["config check"]
     assert "127.0.0.1:1" in out["status --json --timeout 1"]
-    assert "PLAINTEXT" in out["verify --json --timeout 1"]
-    # B's clients fail at construction: one line naming the setting
-    for cmd in ("restore --to B", "translate --group g"):
+    # B's clients fail at construction: one line naming the setting (verify reads
+    # SASL/TLS clusters on Apache Kafka: it gets as far as B's first client too)
+    for cmd in ("restore --to B", "translate --group g", "verify --json"):
         shown = next(o for w, o in out.items() if w.startswith(cmd))
         assert "Failed to open ssl.keystore.location" in shown
     assert all(rc != 0 for w, rc, _o in ran if not w.startswith(("config", "backup ls")))
