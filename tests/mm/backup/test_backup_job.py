@@ -20,9 +20,15 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 from confluent_kafka import Producer
+from support.backup import (
+    assert_backup_equals_source,
+    produce_numbered,
+    stored_records,
+    write_config,
+)
 from support.clusters import KafkaCluster
 from support.groups import commit_admin, run_mm
-from support.mirror import MirrorRun, create_topic
+from support.mirror import MirrorRun, create_topic, delete_topic
 
 from mm.backup.catalog_store import FsCatalogStore
 from mm.backup.groups import decode_group_offsets
@@ -232,3 +238,57 @@ def test_backup_once_holds_exactly_the_committed_records(
     assert refused.returncode == 2 and "--json goes with --once" in refused.stderr, (
         refused.describe()
     )
+
+
+def test_recreated_topic_backed_up_once_its_old_backup_is_moved_aside(
+    cluster_a: KafkaCluster, unique_topic: Any, tmp_path: Path
+) -> None:
+    """An operator's way out followed: a topic deleted and recreated shorter under an
+    existing backup is refused, naming the directories of the old backup; both moved to
+    the same relative places under another path, the next run backs up the new topic
+    exactly, and the old backup is whole where it was moved."""
+    bootstrap = cluster_a.bootstrap_servers
+    topic = unique_topic("bkre")
+    prefix, aside = tmp_path / "bk", tmp_path / "bk-old"
+    config = write_config(
+        tmp_path / "mm.properties",
+        [
+            "clusters = A",
+            f"A.bootstrap.servers = {bootstrap}",
+            "backup.cluster = A",
+            f"backup.path = {prefix}",
+            f"backup.topics = {topic}",
+            "backup.region = east",
+            f"mm.state.dir = {tmp_path / 'state'}",
+            "spark.master = local[1]",
+        ],
+    )
+    create_topic(bootstrap, topic, 1)
+    produce_numbered(bootstrap, topic, 1, 30, "old")
+    first = run_backup(config, "--once")
+    assert first.returncode == 0, first.describe()
+    old = stored_records(FS, str(prefix), "east", topic, 0)
+    assert len(old) == 30
+
+    delete_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, 1)
+    produce_numbered(bootstrap, topic, 1, 10, "new")
+    refused = run_backup(config, "--once")
+    assert refused.returncode == 1, refused.describe()
+    segments, catalogs = f"{prefix}/east/{topic}", f"{prefix}/_catalog/east/{topic}"
+    assert (
+        f"failed: {topic}[0]: the log ends at 10, below the backup's next offset 30: "
+        f"the topic was recreated or truncated; nothing backed up (move the topic's old "
+        f"backup aside: {segments} and {catalogs}, both to the same relative places under "
+        "another path"
+    ) in refused.stdout, refused.describe()
+    assert stored_records(FS, str(prefix), "east", topic, 0) == old
+
+    for d in (segments, catalogs):  # as `mv` (or `aws s3 mv --recursive`) would
+        moved = aside / Path(d).relative_to(prefix)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        Path(d).rename(moved)
+    again = run_backup(config, "--once")
+    assert again.returncode == 0, again.describe()
+    assert assert_backup_equals_source(FS, str(prefix), "east", bootstrap, topic, 1) == 10
+    assert stored_records(FS, str(aside), "east", topic, 0) == old
