@@ -292,3 +292,57 @@ def test_recreated_topic_backed_up_once_its_old_backup_is_moved_aside(
     assert again.returncode == 0, again.describe()
     assert assert_backup_equals_source(FS, str(prefix), "east", bootstrap, topic, 1) == 10
     assert stored_records(FS, str(aside), "east", topic, 0) == old
+
+
+def test_open_transaction_refused_then_backed_up_once_it_ended(
+    durable_cluster: Any, unique_topic: Any, tmp_path: Path
+) -> None:
+    """An operator's way out followed, on the embedded broker Tansu: the only broker it
+    arises on (Apache Kafka's read_committed end, the last stable offset, stops before
+    every open transaction, so a backup never plans one). Its end includes a transaction
+    still open: the backup refuses to write the records it cannot judge; the
+    transaction committed, the backup run again holds exactly the committed records."""
+    bootstrap = durable_cluster().bootstrap_servers
+    topic = unique_topic("bkopen")
+    create_topic(bootstrap, topic, 1)
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce(topic, f"plain-{i}".encode(), partition=0, timestamp=TS + i)
+    assert plain.flush(30) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bk-{uuid.uuid4().hex}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(2):
+        txn.produce(topic, f"txn-{i}".encode(), b"k-t", partition=0, timestamp=TS + 10 + i)
+    assert txn.flush(30) == 0  # on the broker, still open
+
+    prefix = tmp_path / "bk"
+    config = write_config(
+        tmp_path / "mm.properties",
+        [
+            "clusters = A",
+            f"A.bootstrap.servers = {bootstrap}",
+            "backup.cluster = A",
+            f"backup.path = {prefix}",
+            f"backup.topics = {topic}",
+            "backup.region = east",
+            f"mm.state.dir = {tmp_path / 'state'}",
+            "spark.master = local[1]",
+        ],
+    )
+    refused = run_backup(config, "--once")
+    assert refused.returncode == 1, refused.describe()
+    assert (
+        f"{topic}[0]: 2 records of a transaction still open below " in refused.stdout
+        and "run again once the transaction ended" in refused.stdout
+    ), refused.describe()
+    _ref, catalog, _segments = backed_up(prefix, "east", topic, 0)
+    assert catalog.next_offset in (None, 0), catalog  # nothing it could not judge written
+
+    txn.commit_transaction(30)
+    again = run_backup(config, "--once")
+    assert again.returncode == 0, again.describe()
+    expected, _no_record = expected_partition(bootstrap, topic, 0)
+    assert [r[2] for r in expected] == [b"plain-0", b"plain-1", b"plain-2", b"txn-0", b"txn-1"]
+    _ref, catalog, segments = backed_up(prefix, "east", topic, 0)
+    assert [record_tuple(r) for _m, rs in segments for r in rs] == expected
