@@ -22,9 +22,9 @@ import pytest
 from confluent_kafka import Producer
 from support.backup import (
     assert_backup_equals_source,
+    backup_config,
     produce_numbered,
     stored_records,
-    write_config,
 )
 from support.clusters import KafkaCluster
 from support.groups import commit_admin, run_mm
@@ -250,19 +250,7 @@ def test_recreated_topic_backed_up_once_its_old_backup_is_moved_aside(
     bootstrap = cluster_a.bootstrap_servers
     topic = unique_topic("bkre")
     prefix, aside = tmp_path / "bk", tmp_path / "bk-old"
-    config = write_config(
-        tmp_path / "mm.properties",
-        [
-            "clusters = A",
-            f"A.bootstrap.servers = {bootstrap}",
-            "backup.cluster = A",
-            f"backup.path = {prefix}",
-            f"backup.topics = {topic}",
-            "backup.region = east",
-            f"mm.state.dir = {tmp_path / 'state'}",
-            "spark.master = local[1]",
-        ],
-    )
+    config = backup_config(tmp_path, bootstrap, topic, prefix=prefix)
     create_topic(bootstrap, topic, 1)
     produce_numbered(bootstrap, topic, 1, 30, "old")
     first = run_backup(config, "--once")
@@ -317,19 +305,7 @@ def test_open_transaction_refused_then_backed_up_once_it_ended(
     assert txn.flush(30) == 0  # on the broker, still open
 
     prefix = tmp_path / "bk"
-    config = write_config(
-        tmp_path / "mm.properties",
-        [
-            "clusters = A",
-            f"A.bootstrap.servers = {bootstrap}",
-            "backup.cluster = A",
-            f"backup.path = {prefix}",
-            f"backup.topics = {topic}",
-            "backup.region = east",
-            f"mm.state.dir = {tmp_path / 'state'}",
-            "spark.master = local[1]",
-        ],
-    )
+    config = backup_config(tmp_path, bootstrap, topic, prefix=prefix)
     refused = run_backup(config, "--once")
     assert refused.returncode == 1, refused.describe()
     assert (
