@@ -220,6 +220,9 @@ def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message
     disabled = run_mm(off, "heartbeat", "--once", timeout=120)
     assert disabled.returncode == 0, disabled.output[-3000:]
     assert [e["flow"] for e in disabled.events("heartbeats disabled for flow")] == ["A->B"]
+    assert "heartbeat A->B: disabled (emit.heartbeats.enabled = false), nothing written" in (
+        disabled.stderr
+    )
     admin = AdminClient(a.client("SASL_SSL"))  # the super user sees every topic
     assert "heartbeats" not in admin.list_topics(timeout=30).topics
 
@@ -239,6 +242,7 @@ def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message
         fut.result(30)
     granted = run_mm(config, "heartbeat", "--once", timeout=120)
     assert granted.returncode == 0, granted.output[-3000:]
+    assert "heartbeat A->B: 1 written to heartbeats on A" in granted.stdout, granted.output
     (msg,) = _read_messages(a.client("SASL_SSL"), "heartbeats", 1, 1)
     beat = Heartbeat.from_bytes(msg.key(), msg.value())
     assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("A", "B")

@@ -309,7 +309,9 @@ def test_open_transaction_refused_then_backed_up_once_it_ended(
     refused = run_backup(config, "--once")
     assert refused.returncode == 1, refused.describe()
     assert (
-        f"{topic}[0]: 2 records of a transaction still open below " in refused.stdout
+        f"failed: {topic}[0]: BackupReadError: {topic}[0]: 2 records of a transaction still "
+        "open below "
+        in refused.stdout
         and "run again once the transaction ended" in refused.stdout
     ), refused.describe()
     _ref, catalog, _segments = backed_up(prefix, "east", topic, 0)
