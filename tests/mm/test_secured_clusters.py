@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -27,6 +28,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from mm_client import translate_offsets
+from mm_client.records import Heartbeat
 from support.apache_kafka import write_properties
 from support.groups import commit_admin, run_mm
 from support.secure_kafka import SecureKRaftBroker
@@ -69,21 +71,25 @@ def _produce(conf: dict[str, str], topic: str, values: list[bytes]) -> None:
 
 
 def _read(conf: dict[str, str], topic: str, partitions: int, expected: int) -> list[bytes]:
+    return [m.value() for m in _read_messages(conf, topic, partitions, expected)]
+
+
+def _read_messages(conf: dict[str, str], topic: str, partitions: int, expected: int) -> list[Any]:
     consumer = Consumer(
         {**conf, "group.id": f"read-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        values: list[bytes] = []
+        out: list[Any] = []
         misses = 0
-        while len(values) < expected and misses < 20:
+        while len(out) < expected and misses < 20:
             msgs = consumer.consume(500, 1.0)
             misses = 0 if msgs else misses + 1
             for msg in msgs:
                 if msg.error():
                     raise KafkaException(msg.error())
-                values.append(msg.value())
-        return values
+                out.append(msg)
+        return out
     finally:
         consumer.close()
 
@@ -178,3 +184,65 @@ def test_mirror_and_checkpoints_over_sasl_ssl_and_mutual_tls(
     translated = translate_offsets(b.client("SASL_SSL"), "A", group)
     # one plain producer per partition: source and target offsets are the same
     assert {tp.partition: off for tp, off in translated.items() if tp.topic == target} == committed
+
+
+def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message_says(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """An operator's ways out followed: user ``mm`` may not write A's heartbeats topic, so
+    `mm heartbeat --once` refuses naming the ACLs to grant or the key to set; the key set
+    as it says, the job runs and writes nothing on A; the ACLs granted instead, the job
+    writes its heartbeat."""
+    a, b = secured["A"], secured["B"]
+    props: dict[str, object] = {
+        "clusters": "A, B",
+        **a.mm2("A", "SASL_SSL", "mm"),
+        **b.mm2("B", "MTLS", "admin"),
+        "A->B.enabled": "true",
+        "A->B.topics": "nothing",
+        "heartbeats.topic.replication.factor": 1,
+        "mm.state.dir": tmp_path / "state",
+    }
+    config = write_properties(tmp_path / "mm.properties", props)
+    refused = run_mm(config, "heartbeat", "--once", timeout=120)
+    assert refused.returncode == 1, refused.output[-3000:]
+    assert "not authorized to write heartbeats to topic heartbeats on cluster A" in refused.stderr
+    assert (
+        "Grant the A producer's principal WRITE and DESCRIBE on topic heartbeats (and CREATE, "
+        "or create it: 1 partition, cleanup.policy=compact)"
+    ) in refused.stderr, refused.stderr[-3000:]
+    way_out = "or set emit.heartbeats.enabled = false for A->B"
+    assert way_out in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+
+    off = write_properties(
+        tmp_path / "off.properties", {**props, "A->B.emit.heartbeats.enabled": "false"}
+    )
+    disabled = run_mm(off, "heartbeat", "--once", timeout=120)
+    assert disabled.returncode == 0, disabled.output[-3000:]
+    assert [e["flow"] for e in disabled.events("heartbeats disabled for flow")] == ["A->B"]
+    assert "heartbeat A->B: disabled (emit.heartbeats.enabled = false), nothing written" in (
+        disabled.stderr
+    )
+    admin = AdminClient(a.client("SASL_SSL"))  # the super user sees every topic
+    assert "heartbeats" not in admin.list_topics(timeout=30).topics
+
+    grants = [
+        AclBinding(
+            ResourceType.TOPIC,
+            "heartbeats",
+            ResourcePatternType.LITERAL,
+            "User:mm",
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )
+        for op in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)
+    ]
+    for fut in admin.create_acls(grants).values():
+        fut.result(30)
+    granted = run_mm(config, "heartbeat", "--once", timeout=120)
+    assert granted.returncode == 0, granted.output[-3000:]
+    assert "heartbeat A->B: 1 written to heartbeats on A" in granted.stdout, granted.output
+    (msg,) = _read_messages(a.client("SASL_SSL"), "heartbeats", 1, 1)
+    beat = Heartbeat.from_bytes(msg.key(), msg.value())
+    assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("A", "B")
