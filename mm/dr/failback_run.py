@@ -397,14 +397,20 @@ class _Back:
             report.rows += rows
             state = described[g]
             if isinstance(state, Exception) or not group_is_idle(state[0]):
-                why = state if isinstance(state, Exception) else f"state {state[0]}"
                 report.group_status[g] = REFUSED
                 for r in rows:
                     r.note = REFUSED
+                # an unreadable state is no consumer to stop (as mm.dr.groups says it)
+                why = (
+                    f": its state on {self.flow.target} could not be read, so it cannot be "
+                    f"shown to have no consumers there ({state}); retry when the cluster "
+                    "answers"
+                    if isinstance(state, Exception)
+                    else f" is not idle on {self.flow.target} (state {state[0]}): its offsets "
+                    "there may still move; stop its consumers there and retry"
+                )
                 report.problems.append(
-                    f"group {g!r} is not idle on {self.flow.target} ({why}): its offsets there "
-                    "may still move; stop its consumers there and retry. Nothing was committed "
-                    f"on {self.flow.source}"
+                    f"group {g!r}{why}. Nothing was committed on {self.flow.source}"
                 )
                 continue
             bad = [r for r in not_exact(rows) if not (dry_run and r.how == AFTER_STEP_2)]
