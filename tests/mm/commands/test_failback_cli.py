@@ -19,6 +19,8 @@ and mirrors every record of ``local``.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from support.groups import commit_admin, group_offsets, run_mm
 from support.mirror import (
     create_topic,
     mirror_properties,
+    mm_env,
     partition_count,
     read_topic,
     read_topic_committed,
@@ -360,22 +363,41 @@ def test_identity_policy_reverse_filter_selecting_a_copy_is_refused_then_narrowe
     assert [r.value for r in read_topic(a, topic, 1)[0]] == [f"a0-{i}".encode() for i in range(10)]
 
 
+# `mm failback` with A's broker killed (its process group: argv[1]) just before the
+# groups are committed there, in the one moment between two reads of one command
+_A_GOES_DOWN = """
+import os, signal, socket, sys, time
+from mm import cli
+from mm.dr import failback_run
+
+pgid, port, move = int(sys.argv[1]), int(sys.argv[2]), failback_run.move_groups
+
+def a_goes_down(*args, **kwargs):
+    os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until A refuses connections
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+        except OSError:
+            break
+        time.sleep(0.05)
+    return move(*args, **kwargs)
+
+failback_run.move_groups = a_goes_down
+sys.exit(cli.main(sys.argv[3:]))
+"""
+
+
 def test_a_group_whose_state_on_a_cannot_be_read_is_refused_then_moved_on_retry(
-    own_kafka: Callable[..., KRaftBroker],
-    cluster_b: KafkaCluster,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    own_kafka: Callable[..., KRaftBroker], cluster_b: KafkaCluster, tmp_path: Path
 ) -> None:
     """A stops answering after step 3 has read it, just before the group is committed
     there (in a cluster of several brokers: the group's coordinator going down): the
     group's state cannot be read, so it is refused, nothing committed. A down from the
     start stops the failback at its first read of A instead. Once A answers again, the
     retry moves the group exactly."""
-    from mm import cli
-    from mm.dr import failback_run
-
     broker = own_kafka()
+    assert broker.proc is not None
     a, b = broker.bootstrap, cluster_b.bootstrap_servers
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"fbd-{suffix}", f"fb-down-{suffix}"
@@ -398,22 +420,22 @@ def test_a_group_whose_state_on_a_cannot_be_read_is_refused_then_moved_on_retry(
         state_dir=tmp_path / "state",
         extra={"B->A.enabled": "true", "B->A.topics": f"none-{suffix}"},
     )
-    args = ("failback", "--flow", "A->B", "--groups", group, "--timeout", "5")
-    move_groups = failback_run.move_groups
+    opts = ("--flow", "A->B", "--groups", group, "--timeout", "5")
+    pid, port = str(broker.proc.pid), str(broker.port)
+    killed = subprocess.run(
+        [sys.executable, "-c", _A_GOES_DOWN, pid, port, "failback", "-c", str(back), *opts],
+        env=mm_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert killed.returncode == 1, killed.stderr
+    assert f"group {group!r}: its state on A could not be read" in killed.stderr, killed.stderr
+    assert "retry when the cluster answers. Its offsets were not changed" in killed.stderr
+    broker.kill()  # reaps the process
 
-    def a_goes_down(*a: Any, **kw: Any) -> Any:
-        broker.kill()
-        return move_groups(*a, **kw)
-
-    # in this process: the only way to stop A between two reads of one command
-    monkeypatch.setattr(failback_run, "move_groups", a_goes_down)
-    assert cli.main([args[0], "-c", str(back), *args[1:]]) == 1
-    monkeypatch.undo()
-    err = capsys.readouterr().err
-    assert f"group {group!r}: its state on A could not be read" in err, err
-    assert "retry when the cluster answers. Its offsets were not changed" in err, err
-
-    down = run_mm(back, *args)
+    down = run_mm(back, "failback", *opts)
     assert down.returncode == 1, down.describe()
     # what an operator sees with A down from the start: its first read of A fails
     # (_ALL_BROKERS_DOWN or _TIMED_OUT), before anything is written
@@ -422,7 +444,7 @@ def test_a_group_whose_state_on_a_cannot_be_read_is_refused_then_moved_on_retry(
     # the way out, as printed: retry once A answers
     broker.restart()
     assert group_offsets(a, group) == {}
-    again = run_mm(back, *args, "--json")
+    again = run_mm(back, "failback", *opts, "--json")
     assert again.returncode == 0, again.describe()
     assert [g["status"] for g in json.loads(again.stdout)["groups"]] == ["moved"]
     assert group_offsets(a, group) == {(topic, 0): 4}
