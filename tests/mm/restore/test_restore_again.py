@@ -130,6 +130,35 @@ def test_restored_topic_deleted_and_restored_again_is_exact_from_the_backup_star
         assert [g["status"] for g in doc["groups"]] == ([] if until else ["moved"]), run.describe()
         return doc
 
+    # another producer writing into the restored partition while the restore writes
+    # it: partition 0 refused, naming the way out (another --topic-prefix, one nobody
+    # else writes to); the restore into r. below is that way out, exact
+    busy = f"busy.{topic}"
+    create_topic(b, busy, PARTITIONS)
+    other = Producer({"bootstrap.servers": b, "linger.ms": 0})
+
+    def write_other() -> None:
+        other.produce(busy, b"other", partition=0)
+        other.poll(0.002)
+
+    # one record per produce request: the restore's transaction reaches the broker
+    # in many requests, so the other producer's records land between them
+    one_per_request = tmp_path / "one-per-request.properties"
+    one_per_request.write_text(config.read_text() + "B.producer.batch.size = 1\n")
+    refused = run_mm(
+        one_per_request, "restore", "--to", "B", "--topic-prefix", "busy.", "--json",
+        timeout=TIMEOUT, while_waiting=write_other,
+    )  # fmt: skip
+    assert other.flush(30) == 0
+    assert refused.returncode == 1, refused.describe()
+    rows = {r["partition"]: r for r in json.loads(refused.stdout)["partitions"]}
+    assert rows[0]["summary"]["error"].endswith(
+        "another producer writes into this partition, so the offset mapping cannot be "
+        "exact. Restore into a topic nobody else writes to (--topic-prefix), or stop the "
+        "other producer"
+    ), rows
+    assert rows[1]["summary"]["error"] is None, rows
+
     first = restore()
     assert sum(r["summary"]["records"] for r in first["partitions"]) == 2 * PER_PHASE * PARTITIONS
     assert _values(b, target) == source
