@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -144,6 +145,90 @@ def test_an_ordinary_principal_gets_what_acls_grant(
     assert _read(broker.client("SASL_SSL"), topic, 1, 1) == [b"allowed"]
 
 
+def _config(
+    tmp_path: Path, a_settings: dict[str, str], b: SecureKRaftBroker, topic: str, group: str
+) -> Path:
+    """Flow A->B of ``topic`` and ``group``: A reached with ``a_settings``, B over
+    mutual TLS as its super user, as an MM2 file spells them."""
+    props: dict[str, object] = {
+        "clusters": "A, B",
+        **a_settings,
+        **b.mm2("B", "MTLS", "admin"),
+        "A->B.enabled": "true",
+        "A->B.topics": topic,
+        "A->B.groups": group,
+        "replication.factor": 1,
+        "checkpoints.topic.replication.factor": 1,
+        "heartbeats.topic.replication.factor": 1,
+        "offset-syncs.topic.replication.factor": 1,
+        "mm.state.dir": tmp_path / "state",
+        "spark.master": "local[2]",
+    }
+    return write_properties(tmp_path / "connect-mirror-maker.properties", props)
+
+
+def _allow(resource: ResourceType, name: str, principal: str, op: AclOperation) -> AclBinding:
+    return AclBinding(
+        resource, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW
+    )
+
+
+def test_acl_sync_without_describe_on_the_source_says_so_and_the_grant_is_followed(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """The mirror's principal on A (``User:mm``) may use every topic, group and
+    transactional id but not DESCRIBE the cluster, which DescribeAcls needs. Apache
+    Kafka refuses DescribeAcls, and librdkafka reads the refusal as "no ACLs" (before:
+    the sync copied nothing and said nothing). The mirror runs and warns, naming the
+    right to grant; granted as it says, the next run copies the topic's ACL to B."""
+    a, b = secured["A"], secured["B"]
+    topic = f"acls-{uuid.uuid4().hex[:6]}"
+    _create(a, topic)
+    _produce(a.client("SASL_SSL"), topic, [b"one"])
+    admin_a = AdminClient(a.client("SASL_SSL"))  # the super user
+    rights = [
+        _allow(kind, "*", "User:mm", AclOperation.ALL)
+        for kind in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)
+    ]
+    app_reads = _allow(ResourceType.TOPIC, topic, "User:app", AclOperation.READ)
+    for future in admin_a.create_acls([*rights, app_reads]).values():
+        future.result(30)
+    config = _config(tmp_path, a.mm2("A", "SASL_SSL", "mm"), b, topic, f"g-{topic}")
+    wanted = _allow(ResourceType.TOPIC, f"A.{topic}", "User:app", AclOperation.READ)
+    admin_b = AdminClient(b.client("SASL_SSL"))
+
+    def on_b() -> list[AclBinding]:
+        listed = admin_b.describe_acls(
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                f"A.{topic}",
+                ResourcePatternType.LITERAL,
+                None,
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        )
+        return list(listed.result(30))
+
+    first = run_mm(config, "mirror", "--once")
+    assert first.returncode == 0, first.output[-6000:]
+    assert (
+        "topic ACL sync: not authorized to list topic ACLs (DescribeAcls) on cluster A: "
+        "grant the mirror's principal DESCRIBE on CLUSTER there, or set "
+        "A->B.sync.topic.acls.enabled = false"
+    ) in first.output, first.output[-6000:]
+    assert on_b() == []
+    assert _read(b.client("MTLS"), f"A.{topic}", 1, 1) == [b"one"]
+
+    grant = _allow(ResourceType.BROKER, "kafka-cluster", "User:mm", AclOperation.DESCRIBE)
+    admin_a.create_acls([grant])[grant].result(30)
+    again = run_mm(config, "mirror", "--once")
+    assert again.returncode == 0, again.output[-6000:]
+    assert "topic ACL sync" not in again.output, again.output[-6000:]
+    assert on_b() == [wanted]
+
+
 def test_mirror_and_checkpoints_over_sasl_ssl_and_mutual_tls(
     secured: dict[str, SecureKRaftBroker], tmp_path: Path
 ) -> None:
@@ -158,21 +243,7 @@ def test_mirror_and_checkpoints_over_sasl_ssl_and_mutual_tls(
     _produce(a.client("SASL_SSL"), topic, values)
     committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
     commit_admin(a.bootstrap, group, topic, committed)  # the operator's PLAINTEXT listener
-    props: dict[str, object] = {
-        "clusters": "A, B",
-        **a.mm2("A", "SASL_SSL", "admin"),
-        **b.mm2("B", "MTLS", "admin"),
-        "A->B.enabled": "true",
-        "A->B.topics": topic,
-        "A->B.groups": group,
-        "replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "mm.state.dir": tmp_path / "state",
-        "spark.master": "local[2]",
-    }
-    config = write_properties(tmp_path / "connect-mirror-maker.properties", props)
+    config = _config(tmp_path, a.mm2("A", "SASL_SSL", "admin"), b, topic, group)
     mirror = run_mm(config, "mirror", "--once")
     assert mirror.returncode == 0, mirror.output[-6000:]
     assert "unknown config key" not in mirror.output, mirror.output[-3000:]
