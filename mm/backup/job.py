@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 
 from mm.backup.catalog import STARTED, PartitionCatalog
 from mm.backup.groups import GroupOffset, encode_group_offsets, group_offsets_key
-from mm.backup.layout import CATALOG_DIR, PartitionRef, check_topic
+from mm.backup.layout import CATALOG_DIR, PartitionRef, check_topic, topic_dirs
 from mm.backup.listing import PartitionListing, partition_listing
 from mm.backup.plan import PartitionPlan, plan_backup, select_topics
 from mm.backup.settings import BackupSettings, backup_settings
@@ -242,7 +242,14 @@ def run_backup_once(
         )
         report.recovered += aborted
         next_offsets[(t, p)] = catalog.next_offset
-    plans = plan_backup({t: meta.partitions[t] for t in topics}, bounds, next_offsets)
+    # the way out of a plan's problem names where the topic's backup lives
+    scheme = "s3://" if isinstance(storage.fs, pafs.S3FileSystem) else ""
+    plans = plan_backup(
+        {t: meta.partitions[t] for t in topics},
+        bounds,
+        next_offsets,
+        lambda t: tuple(scheme + d for d in topic_dirs(storage.prefix, settings.region, t)),
+    )
     tasks = [
         RangeTask(pl.topic, pl.partition, pl.start, pl.end, meta.leaders.get(pl.key))
         for pl in plans

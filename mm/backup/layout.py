@@ -123,6 +123,15 @@ class PartitionRef:
         return f"{self.prefix}/{CATALOG_DIR}/{self.region}/{self.topic}/{self.partition}"
 
 
+def topic_dirs(prefix: str, region: str, topic: str) -> tuple[str, str]:
+    """The directories (prefixes on S3) holding a topic's backup in a region: its
+    segments and its catalogs. Moved together to the same relative places under
+    another prefix, they are a whole backup of the topic there."""
+    p = _check_prefix(prefix)
+    rel = f"{check_region(region)}/{check_topic(topic)}"
+    return f"{p}/{rel}", f"{p}/{CATALOG_DIR}/{rel}"
+
+
 def _check_level(level: int) -> int:
     if not 0 <= level <= MAX_LEVEL:
         raise LayoutError(f"invalid level {level!r}: expected 0 <= level <= {MAX_LEVEL}")

@@ -54,8 +54,13 @@ def select_topics(partitions: Mapping[str, int], selected: Callable[[str], bool]
 
 
 def plan_partition(
-    topic: str, partition: int, bounds: tuple[int, int], next_offset: int | None
+    topic: str,
+    partition: int,
+    bounds: tuple[int, int],
+    next_offset: int | None,
+    backup_dirs: tuple[str, ...] = (),
 ) -> PartitionPlan:
+    """``backup_dirs``: where the topic's backup lives (named in a problem's way out)."""
     log_start, end = bounds
     if next_offset is None:
         return PartitionPlan(topic, partition, log_start, end, None, min(log_start, end))
@@ -69,8 +74,10 @@ def plan_partition(
             end,
             problem=(
                 f"the log ends at {end}, below the backup's next offset {next_offset}: "
-                "the topic was recreated or truncated; nothing backed up (move the old "
-                "backup aside or choose another backup.region)"
+                "the topic was recreated or truncated; nothing backed up (move the topic's "
+                f"old backup aside: {' and '.join(backup_dirs) or 'its directories'}, both to "
+                "the same relative places under another path, where it stays restorable "
+                "with that backup.path; or choose another backup.region)"
             ),
         )
     return PartitionPlan(topic, partition, log_start, end, next_offset, next_offset)
@@ -80,9 +87,11 @@ def plan_backup(
     partitions: Mapping[str, int],
     bounds: Mapping[Key, tuple[int, int]],
     next_offsets: Mapping[Key, int | None],
+    backup_dirs: Callable[[str], tuple[str, ...]] = lambda _topic: (),
 ) -> list[PartitionPlan]:
     """One plan per partition of ``partitions`` (topic -> partition count), by
-    topic and partition. A partition missing from ``bounds`` is a problem."""
+    topic and partition. A partition missing from ``bounds`` is a problem.
+    ``backup_dirs(topic)``: where the topic's backup lives (see :func:`plan_partition`)."""
     out = []
     for topic in sorted(partitions):
         for p in range(partitions[topic]):
@@ -93,5 +102,9 @@ def plan_backup(
                     )
                 )
                 continue
-            out.append(plan_partition(topic, p, bounds[(topic, p)], next_offsets.get((topic, p))))
+            out.append(
+                plan_partition(
+                    topic, p, bounds[(topic, p)], next_offsets.get((topic, p)), backup_dirs(topic)
+                )
+            )
     return out

@@ -330,7 +330,9 @@ def backup_range(
     try:
         _backup(ctx, task, progress, consumer_factory, raw_factory)
     except Exception as exc:  # reported per partition; the other tasks go on
-        return progress.summary(task, f"{type(exc).__name__}: {exc}")
+        # the public name: a private subclass is no word for the operator
+        name = BackupReadError.__name__ if isinstance(exc, _TailUnproven) else type(exc).__name__
+        return progress.summary(task, f"{name}: {exc}")
     return progress.summary(task)
 
 

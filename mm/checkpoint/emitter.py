@@ -378,6 +378,9 @@ class FlowCheckpointer:
             self._refresh_log_starts()
             if self.syncs_cleanup_policy is None:
                 self._check_syncs_topic()
+            else:
+                # an operator may change it while the job runs (the warning's way out)
+                self._read_syncs_policy()
             self._groups_at = now
         self._read_positions()
         committed = self._read_group_offsets()
@@ -431,36 +434,9 @@ class FlowCheckpointer:
     def _check_syncs_topic(self) -> None:
         """Read the offset-syncs topic's cleanup.policy (a warning when compacted) and
         mark a hole where retention deleted syncs the snapshot had not read yet."""
-        admin = self.target_admin if self._syncs_on_target else self.source_admin
-        where = self.flow.target if self._syncs_on_target else self.flow.source
-        res = ConfigResource("topic", self.syncs_topic)
-        try:
-            entries = next(
-                iter(admin.describe_configs([res], request_timeout=REQUEST_TIMEOUT).values())
-            ).result(REQUEST_TIMEOUT + 5)
-        except Exception as exc:
-            self.log.debug(
-                "offset-syncs topic config unknown", topic=self.syncs_topic, error=str(exc)
-            )
+        if not self._read_syncs_policy():
             return
-        entry = entries.get("cleanup.policy")
-        policy = (entry.value if entry is not None else None) or "delete"
-        self.syncs_cleanup_policy = policy
-        if "compact" in policy:
-            self.log.warning(
-                "the offset-syncs topic is compacted: once a segment rolls it keeps one sync "
-                "per partition, so history read from it may have holes; groups inside a hole "
-                "get conservative checkpoints (never ahead, maybe re-reading records)",
-                topic=self.syncs_topic,
-                cluster=where,
-                cleanup_policy=policy,
-                fix=(
-                    f"kafka-configs.sh --bootstrap-server <{where}> --alter --entity-type topics "
-                    f"--entity-name {self.syncs_topic} --add-config "
-                    "cleanup.policy=delete,retention.ms=<at least the source topics' retention>"
-                ),
-                see="docs/offset-syncs.md",
-            )
+        admin = self.target_admin if self._syncs_on_target else self.source_admin
         nxt = self.snap.syncs_next
         if not nxt or not self.snap.store.partitions:
             return
@@ -484,6 +460,41 @@ class FlowCheckpointer:
                     read_up_to=nxt[offset_key(tp.topic, tp.partition)],
                     log_start=start,
                 )
+
+    def _read_syncs_policy(self) -> bool:
+        """Read the offset-syncs topic's cleanup.policy into ``syncs_cleanup_policy`` (a
+        warning when it turns compacted); False when it could not be read."""
+        admin = self.target_admin if self._syncs_on_target else self.source_admin
+        where = self.flow.target if self._syncs_on_target else self.flow.source
+        res = ConfigResource("topic", self.syncs_topic)
+        try:
+            entries = next(
+                iter(admin.describe_configs([res], request_timeout=REQUEST_TIMEOUT).values())
+            ).result(REQUEST_TIMEOUT + 5)
+        except Exception as exc:
+            self.log.debug(
+                "offset-syncs topic config unknown", topic=self.syncs_topic, error=str(exc)
+            )
+            return False
+        entry = entries.get("cleanup.policy")
+        policy = (entry.value if entry is not None else None) or "delete"
+        changed, self.syncs_cleanup_policy = policy != self.syncs_cleanup_policy, policy
+        if "compact" in policy and changed:
+            self.log.warning(
+                "the offset-syncs topic is compacted: once a segment rolls it keeps one sync "
+                "per partition, so history read from it may have holes; groups inside a hole "
+                "get conservative checkpoints (never ahead, maybe re-reading records)",
+                topic=self.syncs_topic,
+                cluster=where,
+                cleanup_policy=policy,
+                fix=(
+                    f"kafka-configs.sh --bootstrap-server <{where}> --alter --entity-type topics "
+                    f"--entity-name {self.syncs_topic} --add-config "
+                    "cleanup.policy=delete,retention.ms=<at least the source topics' retention>"
+                ),
+                see="docs/offset-syncs.md",
+            )
+        return True
 
     def _refresh_log_starts(self) -> None:
         tps = list(self.snap.store.partitions)

@@ -143,7 +143,8 @@ def load(path: Path, flow: str) -> Snapshot | None:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise MirrorError(
             f"checkpoint store snapshot {path} is unreadable ({exc}); move it away to rebuild "
-            "the history from the offset-syncs topic (on Apache Kafka that topic is compacted, "
-            "so lagging groups may get no or conservative checkpoints until they catch up)"
+            "the history from the offset-syncs topic (mm creates it with cleanup.policy=delete; "
+            "where it is compacted or retention deleted syncs, lagging groups may get no or "
+            "conservative checkpoints until they catch up)"
         ) from exc
     return Snapshot(flow, store, syncs_next)

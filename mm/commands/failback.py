@@ -191,7 +191,9 @@ def render_divergence(report: DivergenceReport) -> str:
             str(p.partition),
             "-" if p.failover_at is None else str(p.failover_at),
             str(p.end_now),
-            str(p.records) if not p.behind else f"A {p.behind} BEHIND",
+            f"A {p.behind} BEHIND"
+            if p.behind
+            else ("TRANSACTION OPEN" if p in report.open else str(p.records)),
             f"{p.first_offset}-{p.last_offset}" if p.records else "-",
             f"{_utc(p.first_ms)} .. {_utc(p.last_ms)}" if p.records else "-",
         )

@@ -32,6 +32,12 @@ class PartitionDivergence:
     last_ms: int | None = None
     # the source now ends below the failover point: it lost records the target has
     behind: int = 0
+    # the log end (high watermark): above ``end_now`` while a transaction is open
+    log_end: int | None = None
+
+    @property
+    def open_transaction(self) -> bool:
+        return self.log_end is not None and self.log_end > self.end_now
 
     @property
     def start(self) -> int:
@@ -61,6 +67,12 @@ class DivergenceReport:
     def behind(self) -> list[PartitionDivergence]:
         return [p for p in self.partitions if p.behind]
 
+    @property
+    def open(self) -> list[PartitionDivergence]:
+        """Partitions with a transaction open past the failover point: what it holds
+        cannot be told divergent or not (committed or aborted) until it ends."""
+        return [p for p in self.partitions if p.open_transaction and (p.log_end or 0) > p.start]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "flow": self.flow,
@@ -81,6 +93,8 @@ class DivergenceReport:
                     "first_timestamp_ms": p.first_ms,
                     "last_timestamp_ms": p.last_ms,
                     "source_behind_failover_point": p.behind,
+                    "log_end": p.log_end,
+                    "transaction_open": p in self.open,
                 }
                 for p in self.partitions
             ],
@@ -88,14 +102,19 @@ class DivergenceReport:
 
 
 def plan_divergence(
-    point: FailoverPoint, ends_now: dict[Key, int], dry_run: bool
+    point: FailoverPoint,
+    ends_now: dict[Key, int],
+    dry_run: bool,
+    log_ends: dict[Key, int] | None = None,
 ) -> DivergenceReport:
     """One row per partition of the failover point, before the records are read: the
-    range to read is ``[failover_at, end_now)``; ``behind`` where the end is lower."""
+    range to read is ``[failover_at, end_now)``; ``behind`` where the end is lower.
+    ``log_ends``: the high watermarks, to tell a transaction still open."""
     report = DivergenceReport(point.flow, point.source, point.recorded_ms, dry_run)
     for p in point.partitions:
         end = ends_now.get((p.topic, p.partition), 0)
         row = PartitionDivergence(p.topic, p.partition, p.mirrored_to, end)
+        row.log_end = (log_ends or {}).get((p.topic, p.partition))
         row.behind = max(0, row.start - end)
         report.partitions.append(row)
     return report

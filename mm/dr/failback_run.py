@@ -6,7 +6,9 @@ the failover point to that end, with the raw log reader and Kafka's read_committ
 rule (PLAINTEXT only, as `mm verify`). Unless it is a dry run, the records are
 written to Parquet files before anything else happens: one file per partition
 under the quarantine directory, columns ``topic, partition, offset, timestamp,
-key, value, headers``.
+key, value, headers``. A transaction still open on A past the failover point (its
+log end above its read_committed end) stops the failback before anything is
+written: its records are divergent if it commits, and nobody knows yet.
 
 Step 2, the reverse flow B->A (enabled in the config, never invented here): its
 mirror runs once in this process (:func:`mm.source.job.run_mirror`, as
@@ -103,7 +105,12 @@ def find_divergence(
         point = failover_point_of(cfg, flow, timeout)
     keys = [(p.topic, p.partition) for p in point.partitions]
     bounds = reads.log_bounds(source.librdkafka("consumer"), keys, timeout, source.profile)
-    report = plan_divergence(point, {k: hi for k, (_lo, hi) in bounds.items()}, dry_run)
+    # Apache Kafka's read_committed end stops at an open transaction's first record
+    log_ends = reads.log_ends(source.librdkafka("consumer"), keys, timeout)
+    ends = {k: hi for k, (_lo, hi) in bounds.items()}
+    report = plan_divergence(point, ends, dry_run, log_ends)
+    if report.open:
+        return report  # nothing read or written: the caller refuses
     meta = reads.cluster_meta(source.librdkafka("admin"), f"cluster {flow.source}", timeout)
     writer = None if dry_run else _Quarantine(out_dir or quarantine_dir(cfg, flow))
     try:
@@ -251,15 +258,28 @@ def run_failback(
         cfg, flow, dry_run=dry_run, timeout=timeout, out_dir=out_dir, point=point
     )
     report = FailbackReport(flow.name, None if rev is None else rev.name, dry_run, divergence)
+    if divergence.open:
+        report.problems.append(
+            f"a transaction is open on {flow.source} past the failover point in "
+            + ", ".join(
+                f"{p.topic}[{p.partition}] (read_committed end {p.end_now}, log end {p.log_end})"
+                for p in divergence.open
+            )
+            + ": its records are divergent if it commits, so nothing was quarantined, "
+            "nothing mirrored back, no group moved. Once it has ended (its producer "
+            "commits or aborts it, or the broker aborts it after the producer's "
+            "transaction.timeout.ms), run mm failback again"
+        )
+        return report
     if back is None:
         return report
     if divergence.behind:
         report.problems.append(
             f"{flow.source} ends below the failover point on {len(divergence.behind)} "
-            "partition(s): nothing mirrored back, no group moved (on Apache Kafka this "
-            f"means {flow.source} lost records {flow.target} has; some brokers also answer "
-            "a low read_committed end while a transaction is open there: once it has "
-            "ended, or timed out, run mm failback again)"
+            f"partition(s): nothing mirrored back, no group moved ({flow.source} lost "
+            f"records {flow.target} has; on the embedded broker also while a transaction "
+            "is open there, which it answers with a read_committed end of 0: once it has "
+            "ended, run mm failback again)"
         )
         return report
     report.reverse = back.catch_up(dry_run)
@@ -382,14 +402,20 @@ class _Back:
             report.rows += rows
             state = described[g]
             if isinstance(state, Exception) or not group_is_idle(state[0]):
-                why = state if isinstance(state, Exception) else f"state {state[0]}"
                 report.group_status[g] = REFUSED
                 for r in rows:
                     r.note = REFUSED
+                # an unreadable state is no consumer to stop (as mm.dr.groups says it)
+                why = (
+                    f": its state on {self.flow.target} could not be read, so it cannot be "
+                    f"shown to have no consumers there ({state}); retry when the cluster "
+                    "answers"
+                    if isinstance(state, Exception)
+                    else f" is not idle on {self.flow.target} (state {state[0]}): its offsets "
+                    "there may still move; stop its consumers there and retry"
+                )
                 report.problems.append(
-                    f"group {g!r} is not idle on {self.flow.target} ({why}): its offsets there "
-                    "may still move; stop its consumers there and retry. Nothing was committed "
-                    f"on {self.flow.source}"
+                    f"group {g!r}{why}. Nothing was committed on {self.flow.source}"
                 )
                 continue
             bad = [r for r in not_exact(rows) if not (dry_run and r.how == AFTER_STEP_2)]

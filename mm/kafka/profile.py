@@ -34,7 +34,8 @@ where the code handles it:
 * a topic's own settings labelled ``DEFAULT_CONFIG``: :mod:`mm.source.topics`
   (``use.defaults.from = source`` copies them);
 * DescribeAcls answered with an empty list: :mod:`mm.source.acl_sync` sends no
-  empty CreateAcls;
+  empty CreateAcls; DescribeCluster listing no operation the principal may do
+  (``lists_cluster_operations``);
 * group states STABLE with an empty member list, UNKNOWN while a consumer joins,
   EMPTY for a group that never existed, and commits accepted into active groups:
   :func:`mm.checkpoint.rules.group_is_idle`, for :mod:`mm.dr.groups` and
@@ -80,6 +81,12 @@ class BrokerProfile:
     produce leaves it open), a mirror worker resumes from the highest position it
     committed itself rather than a lower one read back; on Apache Kafka a lower
     position is an operator's reset, and it is honoured."""
+    lists_cluster_operations: bool = True
+    """DescribeCluster, asked for them, lists the operations the principal may do on
+    the cluster (Apache Kafka: none when it may not DESCRIBE the cluster). The topic
+    ACL sync (:mod:`mm.source.acl_sync`) checks an empty DescribeAcls answer with it,
+    because librdkafka reads a refused DescribeAcls as an empty one. When False (the
+    embedded broker lists none to anyone), the empty answer is believed."""
 
 
 KAFKA = BrokerProfile(name="kafka", list_offsets_exact=True)
@@ -88,6 +95,7 @@ EMBEDDED = BrokerProfile(
     list_offsets_exact=False,
     read_committed_exact=False,
     keeps_acknowledged_commits=False,
+    lists_cluster_operations=False,
 )
 PROFILES: dict[str, BrokerProfile] = {p.name: p for p in (KAFKA, EMBEDDED)}
 

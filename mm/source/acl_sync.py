@@ -11,8 +11,10 @@ A cluster without an authorizer (SECURITY_DISABLED), a principal without the
 rights (DESCRIBE on CLUSTER on the source for DescribeAcls; DESCRIBE and ALTER on
 CLUSTER on the target), or a broker that does not answer is one WARNING naming
 the cluster, the call and what to grant; the same problem again is logged at
-debug. The sync never stops the mirror: it runs in a daemon thread of the
-driver and every round catches its own errors.
+debug. librdkafka answers a refused DescribeAcls with an empty list, no error: an
+empty answer is checked against the operations DescribeCluster says the principal
+may do on the cluster. The sync never stops the mirror: it runs in a daemon
+thread of the driver and every round catches its own errors.
 
 No CreateAcls request is sent when there is nothing to create: a broker may
 answer DescribeAcls with an empty list (the embedded one does, see
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -37,6 +39,7 @@ from confluent_kafka.admin import (
 )
 
 from mm.config import FlowConfig, MirrorConfig
+from mm.kafka.profile import KAFKA, BrokerProfile
 from mm.logs import get_logger
 from mm.source.acls import target_acl_bindings
 
@@ -105,8 +108,10 @@ class TopicAclSync:
         *,
         timeout: float = 30.0,
         log: Any = None,
+        profiles: Mapping[str, BrokerProfile] | None = None,
     ) -> None:
         self.flow = flow
+        self._profiles = dict(profiles or {})  # by cluster alias; Apache Kafka if absent
         self._source, self._target = source_admin, target_admin
         self._timeout = timeout
         self._log = log if log is not None else get_logger("mm.mirror.acls", flow=flow.name)
@@ -140,10 +145,41 @@ class TopicAclSync:
     ) -> list[AclBinding] | None:
         try:
             result = admin.describe_acls(acl_filter, request_timeout=self._timeout)
-            return list(result.result(timeout=self._timeout))
+            bindings = list(result.result(timeout=self._timeout))
         except Exception as exc:  # any failure ends the round, logged
             self._problem("describe", cluster, exc)
             return None
+        if not bindings and not self._may_describe_acls(admin, cluster):
+            return None
+        return bindings
+
+    def _may_describe_acls(self, admin: Any, cluster: str) -> bool:
+        """Whether an empty DescribeAcls answer can be believed.
+
+        librdkafka (2.16) drops DescribeAcls' error code: a principal without DESCRIBE
+        on CLUSTER, and a cluster without an authorizer, both read as "no ACLs". The
+        cluster's answer to DescribeCluster lists the operations the principal may do
+        on it (all of them without an authorizer: nothing to sync, nothing to say;
+        none without DESCRIBE): without DESCRIBE, the empty answer is the refusal it
+        hides. A cluster that cannot say (its broker profile, an older broker, an
+        error) is believed."""
+        if not self._profiles.get(cluster, KAFKA).lists_cluster_operations:
+            return True
+        try:
+            described = admin.describe_cluster(
+                include_authorized_operations=True, request_timeout=self._timeout
+            ).result(timeout=self._timeout)
+            ops = described.authorized_operations
+        except Exception:
+            return True
+        if ops is None or {AclOperation.DESCRIBE, AclOperation.ALL} & set(ops):
+            return True  # None: the broker did not say (not asked, or too old to)
+        refused = KafkaError(
+            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+            "DescribeAcls answered no ACL, and DescribeCluster lists no DESCRIBE on CLUSTER",
+        )
+        self._problem("describe", cluster, KafkaException(refused))
+        return False
 
     def _create(self, bindings: Sequence[AclBinding]) -> list[AclBinding]:
         cluster = self.flow.target
@@ -262,7 +298,12 @@ def start_acl_sync(
 
     syncs = [
         (
-            TopicAclSync(f, client(f.source), client(f.target)),
+            TopicAclSync(
+                f,
+                client(f.source),
+                client(f.target),
+                profiles={a: cfg.cluster(a).profile for a in (f.source, f.target)},
+            ),
             float(f.sync_topic_acls_interval_seconds),
         )
         for f in enabled

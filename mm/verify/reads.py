@@ -89,6 +89,26 @@ def log_bounds(
     return watermarks(conf, list(keys), timeout, profile=profile)
 
 
+def log_ends(
+    consumer_conf: Mapping[str, Any], keys: Iterable[Key], timeout: float
+) -> dict[Key, int]:
+    """The log end (read_uncommitted: the high watermark) per partition: above the
+    read_committed end while a transaction is open there (Apache Kafka)."""
+    from mm_client.kafka.clients import new_consumer, reader_conf, throwaway_group
+
+    conf = reader_conf(
+        consumer_conf, group=throwaway_group("__mm-probe"), isolation="read_uncommitted"
+    )
+    consumer = new_consumer(conf)
+    try:
+        return {
+            k: hi
+            for k, (_lo, hi) in watermarks(conf, list(keys), timeout, consumer=consumer).items()
+        }
+    finally:
+        consumer.close()
+
+
 @dataclass
 class SyncRead:
     syncs: dict[Key, list[Sync]] = field(default_factory=dict)

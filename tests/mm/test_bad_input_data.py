@@ -212,13 +212,18 @@ def test_two_flows_into_one_topic_are_refused_and_the_rest_mirrored(
     tmp_path: Path,
 ) -> None:
     """S->T and U->T with the identity policy would both write `orders-<tag>` on T: the
-    topic is refused in both flows (the line names the target topic and both sources)."""
+    topic is refused in both flows (the line names the target topic and both sources).
+    Excluded from U->T as the refusal says (``U->T.topics.exclude``), the next run
+    mirrors it from S alone, exactly."""
     tag = uuid.uuid4().hex[:6]
     s, u, t = f"S{tag}", f"U{tag}", f"T{tag}"
     orders, solo = f"orders-{tag}", f"solo-{tag}"
-    for bootstrap in (cluster_a.bootstrap_servers, cluster_c.bootstrap_servers):
+    for bootstrap, value in (
+        (cluster_a.bootstrap_servers, b"s"),
+        (cluster_c.bootstrap_servers, b"u"),
+    ):
         create_topic(bootstrap, orders, 1)
-        _produce(bootstrap, orders, [(b"k", b"v")] * 3)
+        _produce(bootstrap, orders, [(b"k", value)] * 3)
     create_topic(cluster_a.bootstrap_servers, solo, 1)
     _produce(cluster_a.bootstrap_servers, solo, [(b"k", b"solo")] * 4)
     cfg = tmp_path / "mm.properties"
@@ -252,4 +257,12 @@ def test_two_flows_into_one_topic_are_refused_and_the_rest_mirrored(
     assert all(want in ln for ln in refused), refused
     # nothing of either source in the shared name; the other topic mirrored in full
     assert partition_count(cluster_b.bootstrap_servers, orders) is None
+    assert [r.value for r in read_partition(cluster_b.bootstrap_servers, solo, 0)] == [b"solo"] * 4
+
+    # the way out: exclude it from all flows but one; run again, S's records alone
+    cfg.write_text(cfg.read_text() + f"{u}->{t}.topics.exclude = {orders}\n")
+    again = run_mirror_once(cfg)
+    assert again.returncode == 0, again.describe()
+    assert "would receive" not in again.stdout + again.stderr, again.describe()
+    assert [r.value for r in read_partition(cluster_b.bootstrap_servers, orders, 0)] == [b"s"] * 3
     assert [r.value for r in read_partition(cluster_b.bootstrap_servers, solo, 0)] == [b"solo"] * 4

@@ -19,11 +19,13 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -32,6 +34,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from mm_client import translate_offsets
+from mm_client.records import Heartbeat
 from support.apache_kafka import write_properties
 from support.groups import commit_admin, run_mm
 from support.secure_kafka import SecureKRaftBroker
@@ -74,21 +77,25 @@ def _produce(conf: dict[str, str], topic: str, values: list[bytes]) -> None:
 
 
 def _read(conf: dict[str, str], topic: str, partitions: int, expected: int) -> list[bytes]:
+    return [m.value() for m in _read_messages(conf, topic, partitions, expected)]
+
+
+def _read_messages(conf: dict[str, str], topic: str, partitions: int, expected: int) -> list[Any]:
     consumer = Consumer(
         {**conf, "group.id": f"read-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        values: list[bytes] = []
+        out: list[Any] = []
         misses = 0
-        while len(values) < expected and misses < 20:
+        while len(out) < expected and misses < 20:
             msgs = consumer.consume(500, 1.0)
             misses = 0 if msgs else misses + 1
             for msg in msgs:
                 if msg.error():
                     raise KafkaException(msg.error())
-                values.append(msg.value())
-        return values
+                out.append(msg)
+        return out
     finally:
         consumer.close()
 
@@ -143,6 +150,90 @@ def test_an_ordinary_principal_gets_what_acls_grant(
     assert _read(broker.client("SASL_SSL"), topic, 1, 1) == [b"allowed"]
 
 
+def _config(
+    tmp_path: Path, a_settings: dict[str, str], b: SecureKRaftBroker, topic: str, group: str
+) -> Path:
+    """Flow A->B of ``topic`` and ``group``: A reached with ``a_settings``, B over
+    mutual TLS as its super user, as an MM2 file spells them."""
+    props: dict[str, object] = {
+        "clusters": "A, B",
+        **a_settings,
+        **b.mm2("B", "MTLS", "admin"),
+        "A->B.enabled": "true",
+        "A->B.topics": topic,
+        "A->B.groups": group,
+        "replication.factor": 1,
+        "checkpoints.topic.replication.factor": 1,
+        "heartbeats.topic.replication.factor": 1,
+        "offset-syncs.topic.replication.factor": 1,
+        "mm.state.dir": tmp_path / "state",
+        "spark.master": "local[2]",
+    }
+    return write_properties(tmp_path / "connect-mirror-maker.properties", props)
+
+
+def _allow(resource: ResourceType, name: str, principal: str, op: AclOperation) -> AclBinding:
+    return AclBinding(
+        resource, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW
+    )
+
+
+def test_acl_sync_without_describe_on_the_source_says_so_and_the_grant_is_followed(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """The mirror's principal on A (``User:mm``) may use every topic, group and
+    transactional id but not DESCRIBE the cluster, which DescribeAcls needs. Apache
+    Kafka refuses DescribeAcls, and librdkafka reads the refusal as "no ACLs" (before:
+    the sync copied nothing and said nothing). The mirror runs and warns, naming the
+    right to grant; granted as it says, the next run copies the topic's ACL to B."""
+    a, b = secured["A"], secured["B"]
+    topic = f"acls-{uuid.uuid4().hex[:6]}"
+    _create(a, topic)
+    _produce(a.client("SASL_SSL"), topic, [b"one"])
+    admin_a = AdminClient(a.client("SASL_SSL"))  # the super user
+    rights = [
+        _allow(kind, "*", "User:mm", AclOperation.ALL)
+        for kind in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)
+    ]
+    app_reads = _allow(ResourceType.TOPIC, topic, "User:app", AclOperation.READ)
+    for future in admin_a.create_acls([*rights, app_reads]).values():
+        future.result(30)
+    config = _config(tmp_path, a.mm2("A", "SASL_SSL", "mm"), b, topic, f"g-{topic}")
+    wanted = _allow(ResourceType.TOPIC, f"A.{topic}", "User:app", AclOperation.READ)
+    admin_b = AdminClient(b.client("SASL_SSL"))
+
+    def on_b() -> list[AclBinding]:
+        listed = admin_b.describe_acls(
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                f"A.{topic}",
+                ResourcePatternType.LITERAL,
+                None,
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        )
+        return list(listed.result(30))
+
+    first = run_mm(config, "mirror", "--once")
+    assert first.returncode == 0, first.output[-6000:]
+    assert (
+        "topic ACL sync: not authorized to list topic ACLs (DescribeAcls) on cluster A: "
+        "grant the mirror's principal DESCRIBE on CLUSTER there, or set "
+        "A->B.sync.topic.acls.enabled = false"
+    ) in first.output, first.output[-6000:]
+    assert on_b() == []
+    assert _read(b.client("MTLS"), f"A.{topic}", 1, 1) == [b"one"]
+
+    grant = _allow(ResourceType.BROKER, "kafka-cluster", "User:mm", AclOperation.DESCRIBE)
+    admin_a.create_acls([grant])[grant].result(30)
+    again = run_mm(config, "mirror", "--once")
+    assert again.returncode == 0, again.output[-6000:]
+    assert "topic ACL sync" not in again.output, again.output[-6000:]
+    assert on_b() == [wanted]
+
+
 def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
     secured: dict[str, SecureKRaftBroker], tmp_path: Path
 ) -> None:
@@ -157,21 +248,7 @@ def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
     _produce(a.client("SASL_SSL"), topic, values)
     committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
     commit_admin(a.bootstrap, group, topic, committed)  # the operator's PLAINTEXT listener
-    props: dict[str, object] = {
-        "clusters": "A, B",
-        **a.mm2("A", "SASL_SSL", "admin"),
-        **b.mm2("B", "MTLS", "admin"),
-        "A->B.enabled": "true",
-        "A->B.topics": topic,
-        "A->B.groups": group,
-        "replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "mm.state.dir": tmp_path / "state",
-        "spark.master": "local[2]",
-    }
-    config = write_properties(tmp_path / "connect-mirror-maker.properties", props)
+    config = _config(tmp_path, a.mm2("A", "SASL_SSL", "admin"), b, topic, group)
     mirror = run_mm(config, "mirror", "--once")
     assert mirror.returncode == 0, mirror.output[-6000:]
     assert "unknown config key" not in mirror.output, mirror.output[-3000:]
@@ -205,3 +282,65 @@ def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
     assert back.returncode == 0, back.output[-6000:]
     divergence = json.loads(back.stdout)
     assert divergence["divergent_records"] == len(late), divergence
+
+
+def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message_says(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """An operator's ways out followed: user ``mm`` may not write A's heartbeats topic, so
+    `mm heartbeat --once` refuses naming the ACLs to grant or the key to set; the key set
+    as it says, the job runs and writes nothing on A; the ACLs granted instead, the job
+    writes its heartbeat."""
+    a, b = secured["A"], secured["B"]
+    props: dict[str, object] = {
+        "clusters": "A, B",
+        **a.mm2("A", "SASL_SSL", "mm"),
+        **b.mm2("B", "MTLS", "admin"),
+        "A->B.enabled": "true",
+        "A->B.topics": "nothing",
+        "heartbeats.topic.replication.factor": 1,
+        "mm.state.dir": tmp_path / "state",
+    }
+    config = write_properties(tmp_path / "mm.properties", props)
+    refused = run_mm(config, "heartbeat", "--once", timeout=120)
+    assert refused.returncode == 1, refused.output[-3000:]
+    assert "not authorized to write heartbeats to topic heartbeats on cluster A" in refused.stderr
+    assert (
+        "Grant the A producer's principal WRITE and DESCRIBE on topic heartbeats (and CREATE, "
+        "or create it: 1 partition, cleanup.policy=compact)"
+    ) in refused.stderr, refused.stderr[-3000:]
+    way_out = "or set emit.heartbeats.enabled = false for A->B"
+    assert way_out in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+
+    off = write_properties(
+        tmp_path / "off.properties", {**props, "A->B.emit.heartbeats.enabled": "false"}
+    )
+    disabled = run_mm(off, "heartbeat", "--once", timeout=120)
+    assert disabled.returncode == 0, disabled.output[-3000:]
+    assert [e["flow"] for e in disabled.events("heartbeats disabled for flow")] == ["A->B"]
+    assert "heartbeat A->B: disabled (emit.heartbeats.enabled = false), nothing written" in (
+        disabled.stderr
+    )
+    admin = AdminClient(a.client("SASL_SSL"))  # the super user sees every topic
+    assert "heartbeats" not in admin.list_topics(timeout=30).topics
+
+    grants = [
+        AclBinding(
+            ResourceType.TOPIC,
+            "heartbeats",
+            ResourcePatternType.LITERAL,
+            "User:mm",
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )
+        for op in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)
+    ]
+    for fut in admin.create_acls(grants).values():
+        fut.result(30)
+    granted = run_mm(config, "heartbeat", "--once", timeout=120)
+    assert granted.returncode == 0, granted.output[-3000:]
+    assert "heartbeat A->B: 1 written to heartbeats on A" in granted.stdout, granted.output
+    (msg,) = _read_messages(a.client("SASL_SSL"), "heartbeats", 1, 1)
+    beat = Heartbeat.from_bytes(msg.key(), msg.value())
+    assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("A", "B")

@@ -82,10 +82,23 @@ def consumer_groups_cli(bootstrap: str, *args: str, timeout: float = 120.0) -> s
     """Apache Kafka's ``kafka-consumer-groups.sh`` with ``args``, as an operator runs it
     (its class from the jars); its output. Fails the test when it exits non-zero."""
     main = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+    return kafka_tool("kafka-consumer-groups.sh", main, bootstrap, *args, timeout=timeout)
+
+
+def configs_cli(bootstrap: str, *args: str, timeout: float = 120.0) -> str:
+    """Apache Kafka's ``kafka-configs.sh`` with ``args`` (see :func:`consumer_groups_cli`)."""
+    return kafka_tool(
+        "kafka-configs.sh", "kafka.admin.ConfigCommand", bootstrap, *args, timeout=timeout
+    )
+
+
+def kafka_tool(name: str, main: str, bootstrap: str, *args: str, timeout: float = 120.0) -> str:
+    """Kafka's tool ``name`` (class ``main`` from the jars) with ``--bootstrap-server
+    bootstrap args``; its output. Fails the test when it exits non-zero."""
     cmd = java_cmd(main, "--bootstrap-server", bootstrap, *args)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, (
-        f"kafka-consumer-groups.sh {' '.join(args)}: exit {done.returncode}\n"
+        f"{name} {' '.join(args)}: exit {done.returncode}\n"
         f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
     return done.stdout

@@ -81,3 +81,30 @@ def assert_backup_equals_source(
 def write_config(path: Path, lines: list[str]) -> Path:
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def backup_config(
+    tmp_path: Path,
+    bootstrap: str,
+    topic: str,
+    *extra: str,
+    region: str = "east",
+    prefix: Path | None = None,
+    spark_master: str = "local[1]",
+) -> Path:
+    """``tmp_path/mm.properties`` backing up ``topic`` of cluster A to ``prefix``
+    (default ``tmp_path/bk``) in ``region``; ``extra``: more lines."""
+    return write_config(
+        tmp_path / "mm.properties",
+        [
+            "clusters = A",
+            f"A.bootstrap.servers = {bootstrap}",
+            "backup.cluster = A",
+            f"backup.path = {prefix or tmp_path / 'bk'}",
+            f"backup.topics = {topic}",
+            f"backup.region = {region}",
+            *extra,
+            f"mm.state.dir = {tmp_path / 'state'}",
+            f"spark.master = {spark_master}",
+        ],
+    )

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 from confluent_kafka import Producer
+from support.backup import backup_config
 from support.clusters import KafkaCluster
 from support.groups import run_mm
 from support.mirror import MirrorRun, create_topic, kill_group, mm_env, read_partition
@@ -135,23 +136,7 @@ def test_continuous_backup_follows_two_bursts_and_stops_on_a_signal(
     topic = unique_topic("bkc")
     create_topic(bootstrap, topic, PARTITIONS)
     prefix = tmp_path / "bk"
-    config = tmp_path / "mm.properties"
-    config.write_text(
-        "\n".join(
-            [
-                "clusters = A",
-                f"A.bootstrap.servers = {bootstrap}",
-                "backup.cluster = A",
-                f"backup.path = {prefix}",
-                f"backup.topics = {topic}",
-                "backup.region = east",
-                "backup.interval.ms = 300",
-                f"mm.state.dir = {tmp_path / 'state'}",
-                "spark.master = local[1]",
-            ]
-        )
-        + "\n"
-    )
+    config = backup_config(tmp_path, bootstrap, topic, "backup.interval.ms = 300", prefix=prefix)
 
     def committed_offsets() -> dict[int, list[int]]:
         return {

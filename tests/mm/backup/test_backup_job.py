@@ -20,9 +20,15 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 from confluent_kafka import Producer
+from support.backup import (
+    assert_backup_equals_source,
+    backup_config,
+    produce_numbered,
+    stored_records,
+)
 from support.clusters import KafkaCluster
 from support.groups import commit_admin, run_mm
-from support.mirror import MirrorRun, create_topic
+from support.mirror import MirrorRun, create_topic, delete_topic
 
 from mm.backup.catalog_store import FsCatalogStore
 from mm.backup.groups import decode_group_offsets
@@ -232,3 +238,89 @@ def test_backup_once_holds_exactly_the_committed_records(
     assert refused.returncode == 2 and "--json goes with --once" in refused.stderr, (
         refused.describe()
     )
+
+
+def test_recreated_topic_backed_up_once_its_old_backup_is_moved_aside(
+    cluster_a: KafkaCluster, unique_topic: Any, tmp_path: Path
+) -> None:
+    """An operator's way out followed: a topic deleted and recreated shorter under an
+    existing backup is refused, naming the directories of the old backup; both moved to
+    the same relative places under another path, the next run backs up the new topic
+    exactly, and the old backup is whole where it was moved."""
+    bootstrap = cluster_a.bootstrap_servers
+    topic = unique_topic("bkre")
+    prefix, aside = tmp_path / "bk", tmp_path / "bk-old"
+    config = backup_config(tmp_path, bootstrap, topic, prefix=prefix)
+    create_topic(bootstrap, topic, 1)
+    produce_numbered(bootstrap, topic, 1, 30, "old")
+    first = run_backup(config, "--once")
+    assert first.returncode == 0, first.describe()
+    old = stored_records(FS, str(prefix), "east", topic, 0)
+    assert len(old) == 30
+
+    delete_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, 1)
+    produce_numbered(bootstrap, topic, 1, 10, "new")
+    refused = run_backup(config, "--once")
+    assert refused.returncode == 1, refused.describe()
+    segments, catalogs = f"{prefix}/east/{topic}", f"{prefix}/_catalog/east/{topic}"
+    assert (
+        f"failed: {topic}[0]: the log ends at 10, below the backup's next offset 30: "
+        f"the topic was recreated or truncated; nothing backed up (move the topic's old "
+        f"backup aside: {segments} and {catalogs}, both to the same relative places under "
+        "another path"
+    ) in refused.stdout, refused.describe()
+    assert stored_records(FS, str(prefix), "east", topic, 0) == old
+
+    for d in (segments, catalogs):  # as `mv` (or `aws s3 mv --recursive`) would
+        moved = aside / Path(d).relative_to(prefix)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        Path(d).rename(moved)
+    again = run_backup(config, "--once")
+    assert again.returncode == 0, again.describe()
+    assert assert_backup_equals_source(FS, str(prefix), "east", bootstrap, topic, 1) == 10
+    assert stored_records(FS, str(aside), "east", topic, 0) == old
+
+
+def test_open_transaction_refused_then_backed_up_once_it_ended(
+    durable_cluster: Any, unique_topic: Any, tmp_path: Path
+) -> None:
+    """An operator's way out followed, on the embedded broker Tansu: the only broker it
+    arises on (Apache Kafka's read_committed end, the last stable offset, stops before
+    every open transaction, so a backup never plans one). Its end includes a transaction
+    still open: the backup refuses to write the records it cannot judge; the
+    transaction committed, the backup run again holds exactly the committed records."""
+    bootstrap = durable_cluster().bootstrap_servers
+    topic = unique_topic("bkopen")
+    create_topic(bootstrap, topic, 1)
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce(topic, f"plain-{i}".encode(), partition=0, timestamp=TS + i)
+    assert plain.flush(30) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bk-{uuid.uuid4().hex}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(2):
+        txn.produce(topic, f"txn-{i}".encode(), b"k-t", partition=0, timestamp=TS + 10 + i)
+    assert txn.flush(30) == 0  # on the broker, still open
+
+    prefix = tmp_path / "bk"
+    config = backup_config(tmp_path, bootstrap, topic, prefix=prefix)
+    refused = run_backup(config, "--once")
+    assert refused.returncode == 1, refused.describe()
+    assert (
+        f"failed: {topic}[0]: BackupReadError: {topic}[0]: 2 records of a transaction still "
+        "open below "
+        in refused.stdout
+        and "run again once the transaction ended" in refused.stdout
+    ), refused.describe()
+    _ref, catalog, _segments = backed_up(prefix, "east", topic, 0)
+    assert catalog.next_offset in (None, 0), catalog  # nothing it could not judge written
+
+    txn.commit_transaction(30)
+    again = run_backup(config, "--once")
+    assert again.returncode == 0, again.describe()
+    expected, _no_record = expected_partition(bootstrap, topic, 0)
+    assert [r[2] for r in expected] == [b"plain-0", b"plain-1", b"plain-2", b"txn-0", b"txn-1"]
+    _ref, catalog, segments = backed_up(prefix, "east", topic, 0)
+    assert [record_tuple(r) for _m, rs in segments for r in rs] == expected

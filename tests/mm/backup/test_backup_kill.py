@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-from support.backup import assert_backup_equals_source, produce_numbered, write_config
+from support.backup import assert_backup_equals_source, backup_config, produce_numbered
 from support.clusters import KafkaCluster
 from support.eos import kill_groups, process_tree, wait_all_gone
 from support.groups import run_mm
@@ -90,19 +90,14 @@ def test_backup_killed_at_random_moments_then_completed(
     create_topic(bootstrap, topic, PARTITIONS)
     produce_numbered(bootstrap, topic, PARTITIONS, RECORDS, "k")
     prefix = tmp_path / "bk"
-    config = write_config(
-        tmp_path / "mm.properties",
-        [
-            "clusters = A",
-            f"A.bootstrap.servers = {bootstrap}",
-            "backup.cluster = A",
-            f"backup.path = {prefix}",
-            f"backup.topics = {topic}",
-            f"backup.region = {REGION}",
-            "backup.segment.records = 20",
-            f"mm.state.dir = {tmp_path / 'state'}",
-            "spark.master = local[2]",
-        ],
+    config = backup_config(
+        tmp_path,
+        bootstrap,
+        topic,
+        "backup.segment.records = 20",
+        region=REGION,
+        prefix=prefix,
+        spark_master="local[2]",
     )
     rng = random.Random(SEED)
     interrupted = []

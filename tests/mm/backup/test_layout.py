@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mm.backup.errors import LayoutError
-from mm.backup.layout import PartitionRef, is_temp_key, parse_segment_key
+from mm.backup.layout import PartitionRef, is_temp_key, parse_segment_key, topic_dirs
 
 pytestmark = pytest.mark.unit
 
@@ -31,6 +31,12 @@ def test_prefix_may_hold_slashes_and_an_absolute_path():
     assert ref.prefix == "/tmp/x/y"
     seg = ref.segment(1, 3, 3)
     assert parse_segment_key(seg.key) == seg
+
+
+def test_topic_dirs_hold_its_partitions_and_catalogs():
+    segments, catalogs = topic_dirs("bucket/backups/", "east", "orders.v2_eu-1")
+    assert REF.directory.startswith(segments + "/")
+    assert REF.catalog_dir.startswith(catalogs + "/")
 
 
 def test_names_sort_by_offset():

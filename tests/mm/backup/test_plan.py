@@ -35,6 +35,11 @@ def test_a_log_below_the_backup_is_a_problem_not_a_range():
     p = plan_partition("t", 3, (0, 10), 50)
     assert not p.has_data
     assert p.problem is not None and "ends at 10, below the backup's next offset 50" in p.problem
+    # the way out names where the topic's backup lives, when the caller says
+    named = plan_partition("t", 3, (0, 10), 50, ("b/east/t", "b/_catalog/east/t"))
+    assert "move the topic's old backup aside: b/east/t and b/_catalog/east/t, both" in str(
+        named.problem
+    )
 
 
 def test_plan_backup_covers_every_partition_in_order():

@@ -444,6 +444,34 @@ def test_translate_command(st: State) -> None:
     assert missing.returncode == 1 and "no checkpoints" in missing.stderr
 
 
+def test_unreadable_snapshot_moved_away_as_its_refusal_says(st: State) -> None:
+    """An operator's way out followed: the snapshot corrupted, the job refuses naming it;
+    the file moved away, the history is rebuilt from the offset-syncs topic (created with
+    cleanup.policy=delete, so nothing of it is lost) and the checkpoints are those of
+    before the corruption, still exact."""
+    snap = st.state_dir / "checkpoint" / "A-B" / "store.json"
+    good = snap.read_text()
+    snap.write_text(good[: len(good) // 2])  # a torn write
+    refused = run_mm(st.props, "checkpoint", "--once")
+    assert refused.returncode == 1, refused.describe()
+    m = re.search(
+        r"checkpoint store snapshot (\S+) is unreadable \(.*\); move it away", refused.stderr
+    )
+    assert m and Path(m.group(1)) == snap, refused.describe()
+    assert "Traceback" not in refused.stderr, refused.describe()
+    assert read_checkpoint_log(st.b) == st.log2  # nothing emitted by the refused run
+
+    snap.rename(st.props.parent / "store.json.unreadable")  # "move it away"
+    again = run_mm(st.props, "checkpoint", "--once")
+    assert again.returncode == 0, again.describe()
+    assert stat(again, "corrupt") == 1  # the whole topic read again, its corrupt sync too
+    ours = set(st.groups.values())
+    before = {k: c for k, c in newest(st.log2).items() if k[0] in ours}
+    after = {k: c for k, c in newest(read_checkpoint_log(st.b)).items() if k[0] in ours}
+    assert after == before
+    assert json.loads(snap.read_text())["syncs_next"] == json.loads(good)["syncs_next"]
+
+
 def test_continuous_follows_groups_without_new_syncs(st: State) -> None:
     """Runs last: moves source groups. No new syncs arrive, so Spark runs no micro-batch;
     the driver's own rounds must still pick up the moves (every emit interval)."""

@@ -7,6 +7,8 @@ in a compacted offset-syncs topic) are tested here with fakes.
 
 from __future__ import annotations
 
+import math
+from collections.abc import MutableMapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,6 +259,36 @@ def test_a_compacted_syncs_topic_is_detected_and_named_in_a_warning(tmp_path: Pa
     w3 = _checkpointer(tmp_path / "m")
     w3._check_syncs_topic()  # the topic does not exist yet: asked again later
     assert w3.syncs_cleanup_policy is None
+
+
+def test_a_syncs_topic_policy_changed_while_the_job_runs_is_read_at_each_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compaction warning's way out (cleanup.policy=delete) reaches the report that
+    `mm status` reads without restarting a continuous job; a topic compacted again is
+    warned about again, once."""
+    w = _checkpointer(tmp_path)
+    admin = FakeAdmin(configs={SYNCS: {"cleanup.policy": "compact"}})
+    w._source_admin = admin  # type: ignore[assignment]
+    w._check_syncs_topic()
+    for step in ("_refresh_groups", "_refresh_log_starts", "_read_positions", "_prune"):
+        monkeypatch.setattr(w, step, lambda *_a: None)
+    monkeypatch.setattr(w, "_read_group_offsets", dict)
+
+    def refresh_round() -> list[MutableMapping[str, Any]]:
+        w._groups_at = -math.inf  # a group refresh is due
+        with capture_logs() as logs:
+            assert w.tick()
+        return [e for e in logs if e["log_level"] == "warning"]
+
+    admin.configs[SYNCS] = {"cleanup.policy": "delete"}
+    assert refresh_round() == []
+    report = snapshot.load_report(w.dir / snapshot.REPORT_FILE_NAME, "A->B")
+    assert report is not None and report.syncs_cleanup_policy == "delete"
+    admin.configs[SYNCS] = {"cleanup.policy": "compact"}
+    assert [e["topic"] for e in refresh_round()] == [SYNCS]
+    assert refresh_round() == []
+    assert w.syncs_cleanup_policy == "compact"
 
 
 def test_retention_past_the_snapshot_is_a_hole(tmp_path: Path) -> None:

@@ -214,3 +214,10 @@ def test_divergence_is_planned_from_the_point_and_the_ends_now() -> None:
     first = doc["partitions"][0]
     assert (first["first_offset"], first["last_offset"]) == (10, 12)
     assert (first["first_timestamp_ms"], first["last_timestamp_ms"]) == (1_000, 1_500)
+    assert report.open == [] and first["transaction_open"] is False
+    # with the log ends: a transaction open past the point (log end above the
+    # read_committed end) on t[0]; none on t[1] or u[0]
+    ends = {("t", 0): 18, ("t", 1): 40, ("u", 0): 3}
+    later = plan_divergence(point, ends, False, {("t", 0): 21, ("t", 1): 40, ("u", 0): 3})
+    assert [(p.topic, p.partition) for p in later.open] == [("t", 0)]
+    assert [p["transaction_open"] for p in later.to_json()["partitions"]] == [True, False, False]

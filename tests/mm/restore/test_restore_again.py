@@ -88,7 +88,9 @@ def test_restored_topic_deleted_and_restored_again_is_exact_from_the_backup_star
     delete it again, restore all: each restore is exactly the backup's prefix it asked
     for, and the group lands at the same record each time it is restored (before: the second
     restore ended in a traceback, "restored end 0: expected it past the last restored
-    offset", having written nothing)."""
+    offset", having written nothing). Refusals on the way are followed as they say:
+    another producer writing into the restored topic, the restored topic recreated
+    with fewer records, a group with members, a target with too few partitions."""
     a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
     topic, group = unique_topic("again"), unique_group("again")
     create_topic(a, topic, PARTITIONS)
@@ -130,10 +132,58 @@ def test_restored_topic_deleted_and_restored_again_is_exact_from_the_backup_star
         assert [g["status"] for g in doc["groups"]] == ([] if until else ["moved"]), run.describe()
         return doc
 
+    # another producer writing into the restored partition while the restore writes
+    # it: partition 0 refused, naming the way out (another --topic-prefix, one nobody
+    # else writes to); the restore into r. below is that way out, exact
+    busy = f"busy.{topic}"
+    create_topic(b, busy, PARTITIONS)
+    other = Producer({"bootstrap.servers": b, "linger.ms": 0})
+
+    def write_other() -> None:
+        other.produce(busy, b"other", partition=0)
+        other.poll(0.002)
+
+    # one record per produce request: the restore's transaction reaches the broker
+    # in many requests, so the other producer's records land between them
+    one_per_request = tmp_path / "one-per-request.properties"
+    one_per_request.write_text(config.read_text() + "B.producer.batch.size = 1\n")
+    refused = run_mm(
+        one_per_request, "restore", "--to", "B", "--topic-prefix", "busy.", "--json",
+        timeout=TIMEOUT, while_waiting=write_other,
+    )  # fmt: skip
+    assert other.flush(30) == 0
+    assert refused.returncode == 1, refused.describe()
+    rows = {r["partition"]: r for r in json.loads(refused.stdout)["partitions"]}
+    assert rows[0]["summary"]["error"].endswith(
+        "another producer writes into this partition, so the offset mapping cannot be "
+        "exact. Restore into a topic nobody else writes to (--topic-prefix), or stop the "
+        "other producer"
+    ), rows
+    assert rows[1]["summary"]["error"] is None, rows
+
     first = restore()
     assert sum(r["summary"]["records"] for r in first["partitions"]) == 2 * PER_PHASE * PARTITIONS
     assert _values(b, target) == source
     assert _moved(b, group, target) == {p: 100 for p in range(PARTITIONS)}
+
+    # the restored topic recreated by someone else with fewer records than the restore
+    # wrote: each partition refused, naming the way out (delete the topic, run the
+    # restore again), which the first round of the loop below takes
+    delete_topic(b, target)
+    create_topic(b, target, PARTITIONS)
+    _produce(b, target, "stranger", ts)
+    args = ("--to", "B", "--topic-prefix", "r.", "--json", "--until", str(cut))
+    refused = _mm(config, "restore", *args)
+    assert refused.returncode == 1, refused.describe()
+    errors = [r["summary"]["error"] for r in json.loads(refused.stdout)["partitions"]]
+    assert errors == [
+        f"{target}[{p}] on cluster B ends at offset {PER_PHASE}, but the restore's offset "
+        f"mapping says it wrote records up to offset {2 * PER_PHASE - 1} there: records it "
+        "restored are gone (a truncated partition, or the topic was recreated and written "
+        f"by another producer). Way out: delete topic {target} on cluster B and run the "
+        "restore again; it restores the backup from its start"
+        for p in range(PARTITIONS)
+    ], refused.describe()
 
     for until, expected in (
         ((("--until", str(cut))), {p: v[:PER_PHASE] for p, v in source.items()}),

@@ -275,16 +275,19 @@ def test_restore_killed_at_random_moments_writes_each_record_once(
     unique_group: Any,
     tmp_path: Path,
 ) -> None:
-    """SIGKILL of the whole restore (driver, JVM, Python workers) while transactions
-    are in flight, three times; the restore run again to its end must leave each
+    """SIGKILL of the restore while transactions are in flight, three times: first of
+    Spark's Python workers only (the restore says the Spark job failed and that
+    running it again continues), then of the whole restore (driver, JVM, Python
+    workers); the restore run again to its end must leave each
     backed-up record exactly once on the target (Kafka's read_committed rule on the
     raw log: a killed transaction's records stay in the log, aborted) and the group
     exactly where the mapping says, aborted attempts' mapping records included."""
     import random
+    import signal
     import subprocess
     import sys
 
-    from support.eos import kill_groups, process_tree
+    from support.eos import kill_groups, process_tree, signal_all
     from support.mirror import mm_env
 
     a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
@@ -349,7 +352,21 @@ def test_restore_killed_at_random_moments_writes_each_record_once(
         while proc.poll() is None and high() < before + grow:
             assert time.monotonic() < deadline, (tmp_path / f"killed-{round_}.err").read_text()
             time.sleep(rng.uniform(0.01, 0.2))
-        if proc.poll() is None:
+        if proc.poll() is None and round_ == 0:
+            # only Spark's Python workers, the restore's tasks: the Spark job fails and
+            # mm says so, naming the way out (run again), which the next rounds take
+            workers = [q for q in process_tree(proc.pid) if "mm.spark_daemon" in q.cmd]
+            assert workers, [q.cmd for q in process_tree(proc.pid)]
+            signal_all(workers, signal.SIGKILL)
+            kills += 1
+            assert proc.wait(120) == 1
+            err = (tmp_path / f"killed-{round_}.err").read_text()
+            assert "mm restore: error: the Spark job failed: " in err, err[-4000:]
+            assert (
+                "the partitions' committed transactions stay, and running the restore "
+                "again continues from them"
+            ) in err, err[-4000:]
+        elif proc.poll() is None:
             kill_groups(process_tree(proc.pid))
             kills += 1
         proc.wait(30)

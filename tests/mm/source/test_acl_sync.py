@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from confluent_kafka.admin import (
 from structlog.testing import capture_logs
 
 from mm.config import FlowConfig, build_config
+from mm.kafka.profile import EMBEDDED
 from mm.source.acl_sync import AclSyncThread, TopicAclSync, start_acl_sync
 
 pytestmark = pytest.mark.unit
@@ -72,9 +74,15 @@ class FakeAdmin:
         *,
         describe_error: int | None = None,
         create_error: int | None = None,
+        cluster_ops: list[AclOperation] | None = None,
     ) -> None:
         self.bindings = list(bindings or [])
         self.describe_error, self.create_error = describe_error, create_error
+        # what DescribeCluster lists the principal may do on the cluster (default:
+        # everything, as a cluster without an authorizer answers)
+        self.cluster_ops = (
+            [AclOperation.DESCRIBE, AclOperation.ALTER] if cluster_ops is None else cluster_ops
+        )
         self.describes: list[AclBindingFilter] = []
         self.creates: list[list[AclBinding]] = []
 
@@ -92,6 +100,12 @@ class FakeAdmin:
                 if pattern == ResourcePatternType.ANY or b.resource_pattern_type == pattern
             ]
         )
+
+    def describe_cluster(
+        self, include_authorized_operations: bool, request_timeout: float
+    ) -> Future[Any]:
+        assert include_authorized_operations
+        return _done(SimpleNamespace(authorized_operations=self.cluster_ops))
 
     def create_acls(self, bindings: list[AclBinding], request_timeout: float) -> dict[Any, Any]:
         self.creates.append(list(bindings))
@@ -228,6 +242,53 @@ def test_source_not_authorized_names_the_missing_right() -> None:
     (warning,) = _warnings(logs)
     assert "not authorized to list topic ACLs (DescribeAcls) on cluster A" in warning["event"]
     assert "DESCRIBE on CLUSTER" in warning["event"]
+
+
+def test_source_not_authorized_as_librdkafka_answers_it_names_the_missing_right() -> None:
+    """librdkafka drops DescribeAcls' error: a principal without DESCRIBE on CLUSTER gets
+    an empty list. DescribeCluster's authorized operations tell the refusal apart."""
+    source = FakeAdmin(cluster_ops=[])  # Apache Kafka lists none without DESCRIBE
+    target = FakeAdmin()
+    sync = TopicAclSync(_flow(), source, target)
+    with capture_logs() as logs:
+        assert sync.run_once() == []
+        assert sync.run_once() == []
+    (warning,) = _warnings(logs)
+    assert warning["event"] == (
+        "topic ACL sync: not authorized to list topic ACLs (DescribeAcls) on cluster A: "
+        "grant the mirror's principal DESCRIBE on CLUSTER there, or set "
+        "A->B.sync.topic.acls.enabled = false"
+    )
+    assert target.describes == [] and target.creates == []
+    # granted: the empty answer is believed, nothing said
+    source.cluster_ops = [AclOperation.DESCRIBE]
+    with capture_logs() as logs:
+        assert sync.run_once() == []
+    assert _warnings(logs) == []
+
+
+def test_an_empty_answer_of_a_broker_that_lists_no_cluster_operations_is_believed() -> None:
+    """The embedded broker lists no cluster operation to anyone: nothing said."""
+    source = FakeAdmin(cluster_ops=[])
+    sync = TopicAclSync(_flow(), source, FakeAdmin(), profiles={"A": EMBEDDED})
+    with capture_logs() as logs:
+        assert sync.run_once() == []
+    assert _warnings(logs) == []
+
+
+def test_target_not_authorized_to_describe_as_librdkafka_answers_it() -> None:
+    """The target's empty answer refused: each binding is created once by this process
+    (as when DescribeAcls' error is seen), with the warning naming DESCRIBE on CLUSTER."""
+    source = FakeAdmin([_acl("orders", AclOperation.READ)])
+    target = FakeAdmin(cluster_ops=[AclOperation.ALTER])
+    sync = TopicAclSync(_flow(), source, target)
+    with capture_logs() as logs:
+        assert sync.run_once() == [_acl("A.orders", AclOperation.READ)]
+        target.bindings.clear()  # what the target would answer: nothing
+        assert sync.run_once() == []
+    assert target.creates == [[_acl("A.orders", AclOperation.READ)]]
+    (warning,) = _warnings(logs)
+    assert "not authorized to list topic ACLs (DescribeAcls) on cluster B" in warning["event"]
 
 
 def test_target_not_authorized_to_create_names_alter_on_cluster() -> None:

@@ -14,9 +14,12 @@
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -36,14 +39,16 @@ from status_support import (
     value,
     write_properties,
 )
-from support.apache_kafka import KRaftBroker
+from support.apache_kafka import KRaftBroker, configs_cli
 from support.clusters import KafkaCluster, KafkaFactory
+from support.groups import commit_admin
 from support.mirror import (
     ContinuousMirror,
     create_topic,
     partition_count,
     produce_batch,
     read_partition,
+    topic_configs,
 )
 
 from mm.embedded import EmbeddedCluster, procs
@@ -488,3 +493,74 @@ def test_two_hops_upstream_clusters_and_replication_hops(
     assert partition_of(ab, topic, 0)["lag"] == 0
     assert partition_of(bc, f"A.{topic}", 0)["target_topic"] == f"B.A.{topic}"
     assert partition_of(bc, f"A.{topic}", 0)["lag"] == 0
+
+
+def test_compacted_offset_syncs_topic_set_to_delete_as_its_warning_says(
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    unique_topic: Callable[..., str],
+    unique_group: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """An operator's way out followed: the offset-syncs topic created compacted (as
+    MirrorMaker 2 creates it) makes `mm checkpoint` warn with a kafka-configs.sh command
+    and `mm status` note it; that command run with Kafka's own tool, the next
+    checkpoint run reads cleanup.policy=delete and the note is gone."""
+    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    tag = uuid.uuid4().hex[:8]
+    source, target = f"S{tag}", f"T{tag}"  # the test's own offset-syncs and checkpoints topics
+    flow, syncs = f"{source}->{target}", f"mm2-offset-syncs.{target}.internal"
+    topic, group = unique_topic("cpol"), unique_group("cpol")
+    create_topic(a, topic, 1)
+    produce_batch(a, topic, 0, 40, "c")
+    create_topic(a, syncs, 1, {"cleanup.policy": "compact"})
+    commit_admin(a, group, topic, {0: 25})
+    cfg = write_properties(
+        tmp_path / "mm.properties",
+        {source: a, target: b},
+        {flow: topic},
+        state_dir=tmp_path / "state",
+        extra={f"{flow}.groups": group, "mm.alert.replication.latency.ms": str(10**12)},
+    )
+    mirrored = run_mm("mirror", "-c", str(cfg), "--once", cwd=tmp_path, timeout=300)
+    assert mirrored.returncode == 0, mirrored.describe()
+
+    def checkpoint() -> tuple[list[dict[str, Any]], list[str], Checkpoint]:
+        """One `mm checkpoint --once`: its compaction warnings, the status notes on the
+        offset-syncs topic, the group's newest checkpoint."""
+        run = run_mm("checkpoint", "-c", str(cfg), "--once", cwd=tmp_path, timeout=300)
+        assert run.returncode == 0, run.describe()
+        events = [json.loads(e) for e in run.stderr.splitlines() if e.startswith("{")]
+        warned = [e for e in events if e.get("topic") == syncs and "fix" in e]
+        shown = status(cfg, "--json")
+        notes = [n for n in flow_of(shown.json(), flow)["notes"] if syncs in n]
+        records = [
+            Checkpoint.from_bytes(k, v)
+            for k, v, _ts in read_raw(b, f"{source}.checkpoints.internal")
+        ]
+        (newest,) = [c for c in records if c.consumer_group == group][-1:]
+        return warned, notes, newest
+
+    warned, notes, newest = checkpoint()
+    assert len(warned) == 1 and "compacted" in warned[0]["event"], warned
+    (note,) = notes
+    assert "cleanup.policy=compact" in note and "set cleanup.policy=delete" in note, note
+    assert (newest.topic, newest.upstream_offset, newest.downstream_offset) == (
+        f"{source}.{topic}",
+        25,
+        25,
+    )
+
+    # the warning's command, as an operator fills it in: the cluster's bootstrap, and the
+    # source topic's retention (the broker's default here: 7 days)
+    fix = warned[0]["fix"].split()
+    assert fix[:3] == ["kafka-configs.sh", "--bootstrap-server", f"<{source}>"], fix
+    args = " ".join(fix[3:]).replace("<at least the source topics' retention>", "604800000")
+    configs_cli(a, *args.split())
+    assert topic_configs(a, syncs)["cleanup.policy"][0] == "delete"
+
+    # the group moved on (inside what was mirrored): the next run must checkpoint it
+    commit_admin(a, group, topic, {0: 35})
+    warned, notes, newest = checkpoint()
+    assert warned == [] and notes == []
+    assert (newest.upstream_offset, newest.downstream_offset) == (35, 35)
