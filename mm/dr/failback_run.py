@@ -2,8 +2,9 @@
 
 Step 1, the divergence: reads the newest failover point of the flow from the
 target (B), the source's (A) end offsets now, and every committed record of A from
-the failover point to that end, with the raw log reader and Kafka's read_committed
-rule (PLAINTEXT only, as `mm verify`). Unless it is a dry run, the records are
+the failover point to that end, read_committed (:mod:`mm.kafka.committed`: a
+consumer on Apache Kafka, any listener; the raw reader, PLAINTEXT only, where the
+broker profile needs it, as `mm verify`). Unless it is a dry run, the records are
 written to Parquet files before anything else happens: one file per partition
 under the quarantine directory, columns ``topic, partition, offset, timestamp,
 key, value, headers``. A transaction still open on A past the failover point (its
@@ -16,7 +17,7 @@ mirror runs once in this process (:func:`mm.source.job.run_mirror`, as
 mirror is waited for; then B's ends are compared with its position.
 
 Step 3, the groups: every tracked group on B with offsets on either flow's topics
-(A's copies, B's own topics). The offset syncs of both flows are read raw from
+(A's copies, B's own topics). The offset syncs of both flows are read from
 their topics (:func:`mm.verify.reads.read_syncs`) with each mirror's position and
 last transaction's syncs from its state group, and each offset is translated
 (:mod:`mm.dr.failback`). A group is committed on A by :func:`mm.dr.groups.move_groups`
