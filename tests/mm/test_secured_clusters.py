@@ -216,6 +216,39 @@ def test_acl_sync_without_describe_on_the_source_says_so_and_the_grant_is_follow
         )
         return list(listed.result(30))
 
+    try:
+        _acl_sync_refused_then_granted(admin_a, config, on_b, wanted, topic, b)
+    finally:
+        # the broker is the module's: later tests expect User:mm to hold no right
+        granted = [*rights, app_reads, _describe_cluster("User:mm")]
+        for future in admin_a.delete_acls([_exactly(x) for x in granted]).values():
+            future.result(30)
+
+
+def _describe_cluster(principal: str) -> AclBinding:
+    return _allow(ResourceType.BROKER, "kafka-cluster", principal, AclOperation.DESCRIBE)
+
+
+def _exactly(binding: AclBinding) -> AclBindingFilter:
+    return AclBindingFilter(
+        binding.restype,
+        binding.name,
+        binding.resource_pattern_type,
+        binding.principal,
+        binding.host,
+        binding.operation,
+        binding.permission_type,
+    )
+
+
+def _acl_sync_refused_then_granted(
+    admin_a: AdminClient,
+    config: Path,
+    on_b: Any,
+    wanted: AclBinding,
+    topic: str,
+    b: SecureKRaftBroker,
+) -> None:
     first = run_mm(config, "mirror", "--once")
     assert first.returncode == 0, first.output[-6000:]
     assert (
@@ -226,7 +259,7 @@ def test_acl_sync_without_describe_on_the_source_says_so_and_the_grant_is_follow
     assert on_b() == []
     assert _read(b.client("MTLS"), f"A.{topic}", 1, 1) == [b"one"]
 
-    grant = _allow(ResourceType.BROKER, "kafka-cluster", "User:mm", AclOperation.DESCRIBE)
+    grant = _describe_cluster("User:mm")
     admin_a.create_acls([grant])[grant].result(30)
     again = run_mm(config, "mirror", "--once")
     assert again.returncode == 0, again.output[-6000:]
