@@ -172,8 +172,8 @@ class TopicAclSync:
             ops = described.authorized_operations
         except Exception:
             return True
-        if ops is None or {AclOperation.DESCRIBE, AclOperation.ALL} & set(ops):
-            return True  # None: the broker did not say (not asked, or too old to)
+        if {AclOperation.DESCRIBE, AclOperation.ALL} & set(ops or ()):
+            return True
         refused = KafkaError(
             KafkaError.CLUSTER_AUTHORIZATION_FAILED,
             "DescribeAcls answered no ACL, and DescribeCluster lists no DESCRIBE on CLUSTER",
