@@ -16,6 +16,7 @@ read_committed consumer; these commands refused every TLS/SASL cluster before).
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -377,3 +378,49 @@ def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message
     (msg,) = _read_messages(a.client("SASL_SSL"), "heartbeats", 1, 1)
     beat = Heartbeat.from_bytes(msg.key(), msg.value())
     assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("A", "B")
+
+
+def test_drill_on_the_secured_pair_passes_every_scenario(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """`mm drill -c FILE` with A over SASL_SSL (SCRAM-SHA-512) and B over mutual TLS, as
+    an MM2 file spells them: switchover, failover and failback all pass, as on
+    PLAINTEXT (before: the failback scenario was refused and the switchover failed)."""
+    import os
+    import sys
+
+    from mm.drill.report import from_json
+
+    a, b = secured["A"], secured["B"]
+    config = write_properties(
+        tmp_path / "mm.properties",
+        {
+            "clusters": "A, B",
+            **a.mm2("A", "SASL_SSL", "admin"),
+            **b.mm2("B", "MTLS", "admin"),
+            "A->B.enabled": "true",
+            "replication.factor": 1,
+        },
+    )
+    out = tmp_path / "drill"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    res = subprocess.run(
+        [
+            *(sys.executable, "-m", "mm", "drill", "-c", str(config), "--duration", "5"),
+            *("--scenarios", "switchover,failover,failback", "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]
+    report = from_json((out / "drill-report.json").read_text())
+    by_name = {s.name: s for s in report.scenarios}
+    assert set(by_name) == {"switchover", "failover", "failback"}
+    for scenario in by_name.values():
+        assert scenario.passed, (scenario.name, scenario.reasons)
+    assert by_name["switchover"].loss.lost_records == 0
+    assert by_name["failback"].loss.acked_records == by_name["failover"].loss.lost_records
+    assert "not deleted" not in report.cleanup
