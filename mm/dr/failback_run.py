@@ -278,9 +278,8 @@ def run_failback(
         report.problems.append(
             f"{flow.source} ends below the failover point on {len(divergence.behind)} "
             f"partition(s): nothing mirrored back, no group moved ({flow.source} lost "
-            f"records {flow.target} has; on the embedded broker also while a transaction "
-            "is open there, which it answers with a read_committed end of 0: once it has "
-            "ended, run mm failback again)"
+            f"records {flow.target} has; the embedded broker also answers so while a "
+            "transaction is open there)"
         )
         return report
     report.reverse = back.catch_up(dry_run)
