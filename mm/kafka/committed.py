@@ -20,8 +20,6 @@ could not read yet (``ScanStats.open_offsets``) instead of transactions.
 
 from __future__ import annotations
 
-import atexit
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -140,8 +138,7 @@ class LogReader:
             group=throwaway_group(f"{self.client_id}-read"),
             drop=("group.instance.id",),
         )
-        key, consumer = _take(conf)
-        reusable = False
+        consumer = new_consumer(conf)
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
             # the deadline is per step of progress, as the raw reader's
@@ -158,8 +155,6 @@ class LogReader:
                 for m in consumer.consume(want, min(left, 0.05)):
                     err = m.error()
                     offset = m.offset() or 0
-                    if (m.topic(), m.partition()) != (topic, partition) or offset < stats.read_to:
-                        continue  # an earlier scan's (librdkafka drops those; never trusted)
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
                             # the stable end: what is past it is not decided yet
@@ -168,20 +163,15 @@ class LogReader:
                             stats.read_to = max(stats.read_to, stop)
                             if end != TO_THE_END and offset < end:
                                 stats.open_offsets += end - offset
-                            reusable = True
                             return
                         raise RawLogError(f"{where}: read at offset {stats.read_to}: {err.str()}")
                     if offset >= end:
                         stats.gap_offsets += max(0, end - stats.read_to)
                         stats.read_to = end
-                        reusable = True
                         return
                     stats.gap_offsets += max(0, offset - stats.read_to)
                     stats.read_to = offset + 1
                     ts_type, ts = m.timestamp()
-                    # a caller that stops at this record leaves a sound consumer: the next
-                    # assign() drops what it had fetched ahead (librdkafka's fetch version)
-                    reusable = True
                     yield LogRecord(
                         offset,
                         m.key(),
@@ -190,47 +180,11 @@ class LogReader:
                         ts,
                         ts_type,
                     )
-                    reusable = False
                     deadline = time.monotonic() + timeout
                     if offset + 1 >= end:
-                        reusable = True
                         return
         finally:
-            _give_back(key, consumer, reusable)
-
-
-# Idle consumers by configuration, one each: a switchover reads the first record
-# after an offset per group and partition, and a consumer costs a connection,
-# metadata and a fetch to start (a raw Fetch costs one TCP connection).
-_IDLE: dict[tuple[tuple[str, str], ...], Any] = {}
-_IDLE_LOCK = threading.Lock()
-
-
-def _take(conf: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], Any]:
-    key = tuple(sorted((k, str(v)) for k, v in conf.items() if k != "group.id"))
-    with _IDLE_LOCK:
-        consumer = _IDLE.pop(key, None)
-    return key, consumer if consumer is not None else new_consumer(conf)
-
-
-def _give_back(key: tuple[tuple[str, str], ...], consumer: Any, reusable: bool) -> None:
-    """Keep ``consumer`` for the next scan of the same cluster, or close it (after an
-    error, or when another one is already kept)."""
-    if reusable:
-        with _IDLE_LOCK:
-            if key not in _IDLE:
-                _IDLE[key] = consumer
-                return
-    consumer.close()
-
-
-@atexit.register
-def _close_idle() -> None:
-    with _IDLE_LOCK:
-        idle = list(_IDLE.values())
-        _IDLE.clear()
-    for consumer in idle:
-        consumer.close()
+            consumer.close()
 
 
 def _headers(found: Any) -> Headers:
