@@ -193,9 +193,9 @@ class KRaftCluster(LocalCluster):
         self.startup_timeout = startup_timeout
         self.heap = heap
         self._controller_port: int | None = None
-        # each start's probe client, kept for the cluster's life: an AdminClient
-        # destroyed while a request of it is in flight can crash the process, and
-        # one that knew the killed broker did not find the restarted one in 90 s
+        # a start's probe client that gave up with a request in flight: an
+        # AdminClient destroyed then can crash the process, so it is kept for the
+        # cluster's life (one that answered is destroyed at once, see wait_ready)
         self._probes: list[Any] = []
 
     def start(self) -> ClusterInfo:
@@ -236,6 +236,8 @@ class KRaftCluster(LocalCluster):
             if not self.is_running():
                 rc = self._proc.poll() if self._proc else None
                 self._proc = None
+                if admin is not None:
+                    self._probes.append(admin)
                 raise MirrorError(
                     f"embedded cluster {self.name} (Apache Kafka) exited during start "
                     f"({rc}); its log:\n{procs.log_tail(self.log_path)}\n"
@@ -250,11 +252,18 @@ class KRaftCluster(LocalCluster):
                         "logger": QUIET_LOGGER,
                     }
                     admin = AdminClient(conf)
-                    self._probes.append(admin)
                 last = coordinator_ready(admin, 5.0)
                 if last is None:
+                    # destroyed now, idle, while its broker answers: librdkafka's
+                    # destroy can wait forever for a broker thread whose broker is
+                    # gone (seen: `mm demo` hung after stopping its clusters). A new
+                    # probe per start: one that knew a killed broker did not find the
+                    # restarted one in 90 s.
+                    del admin
                     break
             if time.monotonic() > deadline:
+                if admin is not None:
+                    self._probes.append(admin)
                 self.stop()
                 raise MirrorError(
                     f"embedded cluster {self.name} (Apache Kafka) was not ready within "
