@@ -123,8 +123,9 @@ def check_config(cfg: MirrorConfig) -> Schedule:
     """Everything a pass would refuse for bad configuration, before Spark starts;
     the schedule of ``backup.interval.ms``."""
     settings = backup_settings(cfg)
-    consumer = cfg.cluster(settings.cluster).librdkafka("consumer")
-    settings.resolved_filter(str(consumer.get("security.protocol", "PLAINTEXT")))
+    cluster = cfg.cluster(settings.cluster)
+    consumer = cluster.librdkafka("consumer")
+    settings.resolved_filter(str(consumer.get("security.protocol", "PLAINTEXT")), cluster.profile)
     return Schedule(settings.interval_ms)
 
 

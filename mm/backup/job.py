@@ -198,9 +198,12 @@ def read_group_offsets(
 def task_context(cfg: MirrorConfig, settings: BackupSettings, timeout: float) -> TaskContext:
     """What every Spark task of a pass gets: the backed-up cluster's consumer settings,
     its security settings included (tasks build their own clients on the workers),
-    and the committed filter that cluster's protocol allows."""
-    consumer = cfg.cluster(settings.cluster).librdkafka("consumer")
-    mode = settings.resolved_filter(str(consumer.get("security.protocol", "PLAINTEXT")))
+    and the committed filter its broker profile and protocol choose."""
+    cluster = cfg.cluster(settings.cluster)
+    consumer = cluster.librdkafka("consumer")
+    mode = settings.resolved_filter(
+        str(consumer.get("security.protocol", "PLAINTEXT")), cluster.profile
+    )
     return TaskContext(settings.to_dict(), dict(consumer), mode, timeout)
 
 

@@ -33,8 +33,9 @@ key                            meaning (default)
                                ``broker`` trusts the consumer's read_committed,
                                ``raw`` also checks every range with the raw log
                                reader (PLAINTEXT listeners only), ``auto`` is
-                               ``raw`` on PLAINTEXT clusters, else ``broker``; see
-                               :mod:`mm.backup.task`
+                               ``broker`` on Apache Kafka (its read_committed is
+                               exact), ``raw`` where the broker profile says it is
+                               not (the embedded broker); see :mod:`mm.backup.task`
 ``backup.interval.ms``         continuous `mm backup`: wait between the end of a
                                pass and the start of the next (10000)
 =============================  =====================================================
@@ -83,6 +84,7 @@ from mm.errors import ConfigError
 
 if TYPE_CHECKING:
     from mm.config.model import MirrorConfig
+    from mm.kafka.profile import BrokerProfile
 
 PREFIX = "backup."
 
@@ -202,23 +204,32 @@ class BackupSettings:
             retention_ms=None if d["retention_ms"] is None else int(d["retention_ms"]),
         )
 
-    def resolved_filter(self, security_protocol: str) -> CommittedFilter:
-        """``raw`` or ``broker`` for a cluster speaking ``security_protocol``.
+    def resolved_filter(self, security_protocol: str, profile: BrokerProfile) -> CommittedFilter:
+        """``raw`` or ``broker`` for a cluster speaking ``security_protocol`` on a
+        broker of ``profile``: ``auto`` trusts the broker's read_committed where the
+        profile says it is exact (Apache Kafka, any protocol), else reads raw.
 
         ``raw`` on a TLS or SASL listener is a ConfigError: the raw log reader
         speaks plain TCP only.
         """
         plaintext = security_protocol.strip().upper() == "PLAINTEXT"
-        if self.committed_filter == "auto":
-            return "raw" if plaintext else "broker"
-        if self.committed_filter == "raw" and not plaintext:
+        mode = self.committed_filter
+        if mode == "auto":
+            mode = "broker" if profile.read_committed_exact else "raw"
+        if mode == "raw" and not plaintext:
+            why = (
+                ""
+                if self.committed_filter == "raw"
+                else f" (auto chose it: the broker profile {profile.name} serves aborted "
+                "records to read_committed consumers)"
+            )
             raise ConfigError(
                 "backup.committed.filter",
-                "raw",
-                f"auto or broker: cluster {self.cluster} uses {security_protocol} and the raw "
-                "log reader speaks PLAINTEXT only",
+                self.committed_filter,
+                f"broker, or a PLAINTEXT cluster: cluster {self.cluster} uses "
+                f"{security_protocol} and the raw log reader speaks PLAINTEXT only{why}",
             )
-        return "raw" if self.committed_filter == "raw" else "broker"
+        return "raw" if mode == "raw" else "broker"
 
 
 def _full(patterns: tuple[str, ...], name: str) -> bool:

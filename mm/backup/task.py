@@ -21,7 +21,7 @@ read_committed consumer never returns an aborted transaction's records; a
 broker that never lists aborted transactions in its fetch responses does (the
 embedded test broker; see :mod:`mm.kafka.rawlog`). The consumer cannot tell
 a transactional record from a plain one, so with the committed filter on
-(``backup.committed.filter``: ``raw``, or ``auto`` on a PLAINTEXT cluster) the
+(``backup.committed.filter``: ``raw``, or ``auto`` on such a broker) the
 task also streams the range with the raw log reader
 (:func:`mm.kafka.rawlog.scan_committed`, Kafka's read_committed rule applied
 to the stored batches and markers) and keeps a consumer record only where the
@@ -29,8 +29,8 @@ raw view has a committed record at that offset. A committed record the
 consumer did not return stops the task (an error, never a silent gap); a
 transaction still open inside the range stops it too (its records would be
 taken for aborted ones). The price is reading the range twice, which is why
-``broker`` (the default on TLS/SASL clusters, which the raw reader cannot
-speak) trusts Apache Kafka's own read_committed. The consumer stays the
+``broker`` (what ``auto`` is on Apache Kafka, whatever its listener) trusts
+Kafka's own read_committed. The consumer stays the
 reader of record so that the filter can be turned off where it is not needed.
 
 **Writing.** Records are cut into segments (:mod:`mm.backup.segmenter`); each

@@ -47,6 +47,7 @@ from mm.backup.topics import read_topic_meta
 from mm.checkpoint.rules import group_is_idle
 from mm.config import MirrorConfig
 from mm.errors import MirrorError, UsageError
+from mm.kafka.committed import reader_of
 from mm.kafka.profile import BrokerProfile
 from mm.restore.mapping_read import read_mapping_runs
 from mm.restore.plan import (
@@ -180,6 +181,8 @@ def run_restore(
         )
     groups_rx = _full_match("--groups", options.groups)
     target = cfg.cluster(options.to)
+    # the offset mapping is read back raw where read_committed is not exact there
+    reader_of(target).check("mm restore")
     admin_conf = target.librdkafka("admin")
     consumer_conf = target.librdkafka("consumer")
     storage = open_storage(settings.path)
@@ -390,7 +393,13 @@ def _groups(
     else:
         ends = _high_watermarks(consumer_conf, keys, options.timeout, profile)
         runs = read_mapping_runs(
-            target_admin, consumer_conf, region, set(keys), options.timeout, f"cluster {options.to}"
+            target_admin,
+            consumer_conf,
+            region,
+            set(keys),
+            options.timeout,
+            f"cluster {options.to}",
+            profile,
         )
         moves = group_moves(offsets, names, runs, ends)
     by_group: dict[str, list[GroupMove]] = defaultdict(list)

@@ -19,6 +19,7 @@ from mm_client.kafka.errors import wrap
 
 from mm.backup.groups import OffsetRun
 from mm.errors import MirrorError
+from mm.kafka.profile import BrokerProfile
 from mm.kafka.watermarks import watermarks
 from mm.restore.plan import decode_mapping, mapping_topic, merge_runs, state_group
 
@@ -32,23 +33,25 @@ def read_mapping_runs(
     keys: set[Key],
     timeout: float,
     where: str,
+    profile: BrokerProfile,
 ) -> dict[Key, tuple[OffsetRun, ...]]:
     """The offset mapping of ``keys`` (target topic, partition), read back from the
     mapping topic to its end under Kafka's read_committed rule.
 
     Every partition's transactions write to the mapping topic's one partition, so
-    their transactions overlap there. On a PLAINTEXT listener the stored log is read
-    and the rule applied to its markers (:mod:`mm.kafka.rawlog`): a broker whose last
-    stable offset lags behind such overlapping transactions (the embedded broker:
-    a consumer there stops below records whose markers all say COMMIT) or that
-    serves aborted records cannot make the mapping wrong. Other listeners are read
-    with a read_committed consumer, which is right on Apache Kafka.
+    their transactions overlap there. On Apache Kafka (``profile``:
+    ``read_committed_exact``), over any listener, a read_committed consumer reads
+    it. On a broker whose last stable offset lags behind such overlapping
+    transactions (the embedded broker: a consumer there stops below records whose
+    markers all say COMMIT) or that serves aborted records, the stored log is read
+    and the rule applied to its markers (:mod:`mm.kafka.rawlog`; PLAINTEXT only,
+    which the restore checks before it starts).
     """
     topic = mapping_topic(region)
-    if str(consumer_conf.get("security.protocol", "PLAINTEXT")).upper() == "PLAINTEXT":
-        values = _mapping_values_raw(admin_conf, topic, timeout, where)
-    else:
+    if profile.read_committed_exact:
         values = _mapping_values_consumer(consumer_conf, region, topic, timeout)
+    else:
+        values = _mapping_values_raw(admin_conf, topic, timeout, where)
     found: dict[Key, list[OffsetRun]] = defaultdict(list)
     for offset, value in values:
         try:

@@ -312,6 +312,7 @@ class _Run:
 
     def _mapping_runs(self) -> tuple[OffsetRun, ...]:
         """The offset mapping held committed for this partition (empty: none)."""
+        from mm.kafka.profile import broker_profile
         from mm.restore.mapping_read import read_mapping_runs
 
         key = (self.task.target_topic, self.task.partition)
@@ -322,6 +323,7 @@ class _Run:
             {key},
             self.ctx.timeout,
             f"cluster {self.ctx.target}",
+            broker_profile(self.ctx.profile),
         ).get(key, ())
 
     def _end(self) -> int:

@@ -130,12 +130,22 @@ def test_required_keys(key):
         parse_backup_settings(raw, CLUSTERS)
 
 
-def test_raw_filter_needs_plaintext():
-    assert parse().resolved_filter("PLAINTEXT") == "raw"
-    assert parse().resolved_filter("SASL_SSL") == "broker"
-    assert parse(**{"committed.filter": "broker"}).resolved_filter("PLAINTEXT") == "broker"
+def test_auto_filter_follows_the_broker_profile_and_raw_needs_plaintext():
+    from mm.kafka.profile import EMBEDDED, KAFKA
+
+    # Apache Kafka's read_committed is exact on every listener: auto trusts it
+    assert parse().resolved_filter("PLAINTEXT", KAFKA) == "broker"
+    assert parse().resolved_filter("SASL_SSL", KAFKA) == "broker"
+    # a broker that serves aborted records: auto checks with the raw reader
+    assert parse().resolved_filter("PLAINTEXT", EMBEDDED) == "raw"
+    with pytest.raises(ConfigError, match=r"auto chose it: the broker profile embedded"):
+        parse().resolved_filter("SSL", EMBEDDED)
+    assert parse(**{"committed.filter": "broker"}).resolved_filter("PLAINTEXT", EMBEDDED) == (
+        "broker"
+    )
+    assert parse(**{"committed.filter": "raw"}).resolved_filter("PLAINTEXT", KAFKA) == "raw"
     with pytest.raises(ConfigError, match=r"backup\.committed\.filter='raw'"):
-        parse(**{"committed.filter": "raw"}).resolved_filter("SSL")
+        parse(**{"committed.filter": "raw"}).resolved_filter("SSL", KAFKA)
 
 
 PROPS = {
