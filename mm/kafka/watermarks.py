@@ -43,6 +43,7 @@ def watermarks(
     admin: Any = None,
     consumer: Any = None,
     profile: BrokerProfile = KAFKA,
+    missing: set[tuple[str, int]] | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) per partition. With ``profile.list_offsets_exact`` (Apache
     Kafka) the end is the last stable offset, from ListOffsets; otherwise it comes
@@ -60,20 +61,22 @@ def watermarks(
     With ``admin`` (an AdminClient of the same cluster), the listing is two batched
     ListOffsets requests instead of two per partition (what a planner of hundreds
     of partitions does every micro-batch). Raises KafkaOperationError naming the
-    partitions that did not answer in time.
+    partitions that did not answer in time. With ``admin`` and a ``missing`` set,
+    partitions the cluster does not know (their topic deleted since it was listed)
+    are added to it and left out of the answer instead of failing the listing.
     """
     tps = list(partitions)
     if not tps:
         return {}
     deadline = time.monotonic() + timeout
     if profile.list_offsets_exact and admin is not None:
-        return _list_batched(admin, tps, deadline)
+        return _list_batched(admin, tps, deadline, missing)
     owned = consumer is None
     if consumer is None:
         consumer = consumer_factory(probe_consumer_conf(consumer_conf))
     try:
         if admin is not None:
-            listed = _list_batched(admin, tps, deadline)
+            listed = _list_batched(admin, tps, deadline, missing)
         else:
             listed = _list_one_by_one(consumer, tps, deadline)
         if profile.list_offsets_exact:
@@ -136,7 +139,10 @@ def _list_one_by_one(
 
 
 def _list_batched(
-    admin: Any, tps: list[tuple[str, int]], deadline: float
+    admin: Any,
+    tps: list[tuple[str, int]],
+    deadline: float,
+    missing: set[tuple[str, int]] | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
@@ -149,8 +155,16 @@ def _list_batched(
             request_timeout=max(0.1, deadline - time.monotonic()),
         )
         for tp, future in futures.items():
+            key = (tp.topic, tp.partition)
             try:
-                out[(tp.topic, tp.partition)][i] = future.result().offset
+                out[key][i] = future.result().offset
             except KafkaException as exc:
-                raise wrap(exc, f"list offsets of {tp.topic}[{tp.partition}]") from exc
-    return {tp: (lo, hi) for tp, (lo, hi) in out.items()}
+                err = wrap(exc, f"list offsets of {tp.topic}[{tp.partition}]")
+                if missing is None or err.code != "UNKNOWN_TOPIC_OR_PART":
+                    raise err from exc
+                missing.add(key)
+        if missing:
+            tps = [tp for tp in tps if tp not in missing]
+            if not tps:
+                break
+    return {tp: (lo, hi) for tp, (lo, hi) in out.items() if tp not in (missing or ())}

@@ -119,12 +119,26 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         self._refresh_topics()
         tps = [(t, p) for t, mt in self._topics.items() for p in range(mt.partitions)]
+        missing: set[tuple[str, int]] = set()
         marks = watermarks(
             self.runtime.source_consumer,
             tps,
             admin=self._source_admin(),
             profile=self.runtime.source_profile,
+            missing=missing,
         )
+        if missing:
+            # a source topic deleted since the last topic refresh: those partitions
+            # keep their positions this batch, and the refresh now decides (a topic
+            # gone, or recreated: refused by its topic ID until the operator acts)
+            from mm.logs import get_logger
+
+            get_logger("mm.mirror.planner").warning(
+                "source partitions not found (topic deleted?): left out of this batch",
+                partitions=[f"{t}[{p}]" for t, p in sorted(missing)],
+            )
+            self._refresh_topics(force=True)
+            tps = [tp for tp in tps if tp not in missing]
         self._ends_publisher().seen({k: hi for k, (_lo, hi) in marks.items()})
         self._ends_refresher().watch(tps)
         ends: dict[str, int] = {}

@@ -542,7 +542,11 @@ def mirror_range(
                 raise
             if log is not None:
                 log(
-                    "cached producer fenced by another worker; initialising a new one",
+                    (
+                        "cached producer's state is out of date (another writer, or the "
+                        "position moved: reset, deleted, or a commit the broker did not "
+                        "keep); initialising a new one"
+                    ),
                     target_topic=spec.target_topic,
                     error=str(kafka_cause(exc)),
                 )

@@ -532,6 +532,59 @@ def test_operator_actions_while_the_mirror_runs_are_followed(
         assert rep["translations"]["wrong"] == 0 and rep["syncs"]["false"] == 0, rep
 
 
+@pytest.mark.parametrize(
+    "command", [("mirror",), ("run", "--jobs", "mirror,checkpoint")], ids=["mirror", "run"]
+)
+def test_source_topic_recreated_while_the_mirror_runs_is_refused_and_the_way_out_followed(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any, command: tuple[str, ...]
+) -> None:
+    """The source topic deleted and recreated under a running `mm mirror` or `mm run`:
+    the job refuses it by topic ID (its other work goes on), and the way out it
+    logs, followed while it runs (the positions deleted with Kafka's own tool, then the
+    target topic), has the running job mirror the new topic from its start, exactly."""
+    from tests.support.mirror import ContinuousMirror, wait_for_records
+
+    topic = unique_topic("live-recreated")
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, 200, "old")
+    cfg = config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
+        topic,
+        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
+    )
+    job = ContinuousMirror(cfg, tmp_path, command)
+    try:
+        old = read_topic(cluster_a.bootstrap_servers, topic, 2)
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, old, 240)
+        delete_topic(cluster_a.bootstrap_servers, topic)
+        create_topic(cluster_a.bootstrap_servers, topic, 2)
+        produce_plain(cluster_a.bootstrap_servers, topic, 2, 30, "new")
+        refusal = f"source topic {topic} on A was deleted and recreated"
+        deadline = time.monotonic() + 120
+        while refusal not in job.output() and time.monotonic() < deadline:
+            assert job.proc.poll() is None, job.output()[-6000:]
+            time.sleep(1)
+        out = job.output()
+        assert refusal in out, out[-6000:]
+        # refused, not guessed: B still holds the old topic's records only
+        assert committed_records(cluster_b.bootstrap_servers, f"A.{topic}", 2) == {
+            p: [(r.key, r.value) for r in old[p]] for p in old
+        }
+        line = next(x for x in out.splitlines() if refusal in x and x.startswith("{"))
+        _follow_the_way_out(json.loads(line)["reason"], cluster_b.bootstrap_servers, f"A.{topic}")
+        new = read_topic(cluster_a.bootstrap_servers, topic, 2)
+        wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, new, 180)
+        assert job.proc.poll() is None, job.output()[-6000:]
+    finally:
+        rc = job.terminate()
+        out = job.output()
+        job.close()
+    assert rc == 0, out[-6000:]
+    assert "Traceback" not in out, out[-6000:]
+
+
 def test_a_foreign_topic_id_file_is_refused_and_deleting_it_is_the_way_out(
     tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
 ) -> None:

@@ -88,7 +88,7 @@ def test_a_partition_moving_between_workers_stays_exactly_once(
     fenced: list[str] = []
 
     def log(event: str, **kw: Any) -> None:
-        if "fenced by another worker" in event:
+        if "state is out of date" in event:
             fenced.append(kw.get("error", ""))
 
     ends = dict.fromkeys(range(2), 0)

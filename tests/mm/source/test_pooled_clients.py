@@ -71,7 +71,7 @@ def test_a_producer_fenced_by_another_worker_is_replaced_exactly_once() -> None:
         mirror_range(
             rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool
         )
-    fenced = log.named("fenced by another worker")
+    fenced = log.named("state is out of date")
     # noticed at the state read, before the fenced producer's next call: worker two
     # moved the position on
     assert len(fenced) == 1 and "is 50, not 24" in fenced[0]["error"]
@@ -94,7 +94,7 @@ def test_a_fence_without_a_new_position_is_noticed_at_the_next_transactional_cal
         mirror_range(
             rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool
         )
-    fenced = log.named("fenced by another worker")
+    fenced = log.named("state is out of date")
     assert len(fenced) == 1 and "_FENCED" in fenced[0]["error"]
     assert target.inits == 3
     assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
@@ -137,7 +137,7 @@ def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() 
     result = mirror_range(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
     )
-    (moved,) = log.named("fenced by another worker")
+    (moved,) = log.named("state is out of date")
     assert "is 30, not 40" in moved["error"]
     (below,) = log.named("below one this worker committed")
     assert below["committed"] == 30 and below["resumed_from"] == 40
@@ -252,7 +252,7 @@ def test_a_position_reset_below_a_cached_producer_is_followed_on_apache_kafka() 
     result = mirror_range(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
     )
-    assert log.named("fenced by another worker") and not log.named("below one this worker")
+    assert log.named("state is out of date") and not log.named("below one this worker")
     assert result.resumed_from == 30 and result.position == 80
     # (a record every second source offset) v0-v19 were below 40; from 30 on: v15-v39
     values = [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()]

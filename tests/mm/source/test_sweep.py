@@ -141,6 +141,23 @@ def test_a_failure_fails_the_task_with_the_position_so_far_committed() -> None:
         keep_mirroring([a0], results, 1.0, src.read_ends, src.mirror, src.clock, src.sleep)
 
 
+def test_ends_that_cannot_be_read_end_the_sweeps_not_the_task() -> None:
+    """A source topic deleted under the mirror: its ends cannot be read. The sweeps
+    only run ahead of the next micro-batch, so they stop; what the planned ranges
+    committed stays the task's result, and the next plan decides about the topic."""
+    a0 = _planned("a", 0, 0, 10)
+    results = {("a", 0): _done(a0)}
+    src = FakeSource([{("a", 0): 12}])
+
+    def unreadable(keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        src.reads += 1
+        raise KafkaOperationError("list offsets of a[0]: unknown topic", code="UNKNOWN")
+
+    swept = keep_mirroring([a0], results, 1.0, unreadable, src.mirror, src.clock, src.sleep)
+    assert (swept, src.reads, src.mirrored) == (0, 1, [])
+    assert results[("a", 0)].position == 10 and results[("a", 0)].error is None
+
+
 def test_position_refreshes_and_unknown_positions_are_not_continued() -> None:
     refresh = _planned("a", 0, 7, 7, refresh=True)
     unknown = _planned("a", 1, 0, 10)
