@@ -3,20 +3,22 @@ clusters production runs, and the mirror on them.
 
 The secured broker (:mod:`support.secure_kafka`) is proven first: every listener
 carries records for the super user, and an ordinary principal is refused until
-an ACL grants it. Then the mirror's path on it: A reached over SASL_SSL with
-SCRAM-SHA-512, B over mutual TLS, both configured as in an MM2 file;
-``mm mirror --once`` and ``mm checkpoint --once`` give B the exact records and
-the group's exact translated offsets, which ``mm_client`` reads over SASL_SSL;
-then the DR day on the same clusters: ``mm verify`` matches every record,
-``mm switchover`` proves and moves the group, ``mm failover`` records its point and
-``mm failback`` finds A's divergent records (read over SASL_SSL with a
-read_committed consumer; these commands refused every TLS/SASL cluster before).
+an ACL grants it. Then the DR day on a pair of such clusters, both reached over
+SSL, over mutual TLS, or over SASL_SSL with SCRAM-SHA-512, configured as in an MM2
+file: ``mm run`` gives B the exact records and the group's exact translated
+offsets, which ``mm_client`` reads; ``mm status`` reports; ``mm verify`` matches
+every record, ``mm switchover`` proves and moves the group, ``mm failover``
+records its point and ``mm failback`` finds A's divergent records (read with a
+read_committed consumer; these commands refused every TLS/SASL cluster before);
+``mm backup`` and ``mm restore`` copy A's topic into B. Nothing the runs write
+holds a password. The drill runs with A over SASL_SSL and B over mutual TLS.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,14 +154,20 @@ def test_an_ordinary_principal_gets_what_acls_grant(
 
 
 def _config(
-    tmp_path: Path, a_settings: dict[str, str], b: SecureKRaftBroker, topic: str, group: str
+    tmp_path: Path,
+    a_settings: dict[str, str],
+    b: SecureKRaftBroker,
+    topic: str,
+    group: str,
+    b_listener: str = "MTLS",
+    extra: dict[str, object] | None = None,
 ) -> Path:
     """Flow A->B of ``topic`` and ``group``: A reached with ``a_settings``, B over
-    mutual TLS as its super user, as an MM2 file spells them."""
+    ``b_listener`` as its super user, as an MM2 file spells them."""
     props: dict[str, object] = {
         "clusters": "A, B",
         **a_settings,
-        **b.mm2("B", "MTLS", "admin"),
+        **b.mm2("B", b_listener, "admin"),
         "A->B.enabled": "true",
         "A->B.topics": topic,
         "A->B.groups": group,
@@ -169,6 +177,7 @@ def _config(
         "offset-syncs.topic.replication.factor": 1,
         "mm.state.dir": tmp_path / "state",
         "spark.master": "local[2]",
+        **(extra or {}),
     }
     return write_properties(tmp_path / "connect-mirror-maker.properties", props)
 
@@ -268,12 +277,19 @@ def _acl_sync_refused_then_granted(
     assert on_b() == [wanted]
 
 
-def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
-    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+@pytest.mark.parametrize("listener", ["SSL", "MTLS", "SASL_SSL"])
+def test_the_dr_day_on_a_secured_pair(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path, listener: str
 ) -> None:
-    """A over SASL_SSL (SCRAM-SHA-512), B over mutual TLS, as an MM2 file spells them:
-    the mirror copies every record exactly once and the checkpoints translate the
-    group exactly; mm_client reads them over SASL_SSL."""
+    """Both clusters over ``listener`` (SSL with a CA file; mutual TLS; SASL_SSL with
+    SCRAM-SHA-512), spelt as an MM2 file spells them: `mm run` mirrors every record
+    exactly once and checkpoints the group exactly (read by mm_client); `mm status`,
+    `mm verify`, `mm switchover`, `mm failover`, `mm failback`, `mm backup` and
+    `mm restore` exit as on PLAINTEXT with the same verdicts (verify, switchover and
+    failback refused every TLS/SASL cluster before); no password in anything the runs
+    wrote."""
+    from support.mirror import ContinuousMirror
+
     a, b = secured["A"], secured["B"]
     topic = f"orders-{uuid.uuid4().hex[:6]}"
     group = f"billing-{uuid.uuid4().hex[:6]}"
@@ -282,21 +298,47 @@ def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
     _produce(a.client("SASL_SSL"), topic, values)
     committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
     commit_admin(a.bootstrap, group, topic, committed)  # the operator's PLAINTEXT listener
-    config = _config(tmp_path, a.mm2("A", "SASL_SSL", "admin"), b, topic, group)
-    mirror = run_mm(config, "mirror", "--once")
-    assert mirror.returncode == 0, mirror.output[-6000:]
-    assert "unknown config key" not in mirror.output, mirror.output[-3000:]
+    config = _config(
+        tmp_path,
+        a.mm2("A", listener, "admin"),
+        b,
+        topic,
+        group,
+        b_listener=listener,
+        extra={
+            "emit.checkpoints.interval.seconds": "1",
+            "mm.mirror.trigger.seconds": "0.5",
+            "backup.cluster": "A",
+            "backup.path": tmp_path / "backup",
+        },
+    )
     target = f"A.{topic}"
-    got = _read(b.client("MTLS"), target, PARTITIONS, RECORDS)
-    assert sorted(got) == sorted(values)
-    checkpoint = run_mm(config, "checkpoint", "--once")
-    assert checkpoint.returncode == 0, checkpoint.output[-6000:]
-    translated = translate_offsets(b.client("SASL_SSL"), "A", group)
-    # one plain producer per partition: source and target offsets are the same
-    assert {tp.partition: off for tp, off in translated.items() if tp.topic == target} == committed
+    job = ContinuousMirror(config, tmp_path, ("run", "--jobs", "mirror,checkpoint"))
+    try:
+        deadline = time.monotonic() + 240
+        translated: dict[int, int] = {}
+        while time.monotonic() < deadline and job.proc.poll() is None:
+            found = translate_offsets(b.client("SASL_SSL"), "A", group)
+            # one plain producer per partition: source and target offsets are the same
+            translated = {tp.partition: o for tp, o in found.items() if tp.topic == target}
+            if translated == committed:
+                break
+            time.sleep(1)
+        assert translated == committed, job.output()[-6000:]
+        got = _read(b.client(listener), target, PARTITIONS, RECORDS)
+        assert sorted(got) == sorted(values)
+        status = run_mm(config, "status", "--json")
+        assert status.returncode == 0, status.output[-6000:]
+        assert json.loads(status.stdout)["flows"], status.stdout
+    finally:
+        rc = job.terminate()
+        out = job.output()
+        job.close()
+    assert rc == 0, out[-6000:]
+    assert "Traceback" not in out, out[-6000:]
 
     # the DR day on the same clusters: the record-level audit, a switchover proven by
-    # content, a failover point, and failback's divergence read from A over SASL_SSL
+    # content, a failover point, and failback's divergence read from A
     verify = run_mm(config, "verify", "--json")
     assert verify.returncode == 0, verify.output[-6000:]
     report = json.loads(verify.stdout)
@@ -316,6 +358,31 @@ def test_mirror_checkpoints_and_the_dr_day_over_sasl_ssl_and_mutual_tls(
     assert back.returncode == 0, back.output[-6000:]
     divergence = json.loads(back.stdout)
     assert divergence["divergent_records"] == len(late), divergence
+
+    # A's topic backed up over the same listener, restored into B under a prefix
+    backup = run_mm(config, "backup", "--once", "--json")
+    assert backup.returncode == 0, backup.output[-6000:]
+    restore = run_mm(
+        config, "restore", "--to", "B", "--topics", topic, "--topic-prefix", "r.", "--json"
+    )
+    assert restore.returncode == 0, restore.output[-6000:]
+    restored = _read(b.client(listener), f"r.{topic}", PARTITIONS, RECORDS + len(late))
+    assert sorted(restored) == sorted([*values, *late])
+
+    passwords = [*a.passwords.values(), *b.passwords.values()]
+    _assert_no_password(tmp_path, config, passwords, out)
+
+
+def _assert_no_password(root: Path, config: Path, passwords: list[str], *outputs: str) -> None:
+    """No password in any output, nor in any file the runs wrote under ``root`` (the
+    configuration file, which holds them, aside)."""
+    files = [p for p in root.rglob("*") if p.is_file() and p != config]
+    assert len(files) > 10, files  # the runs' outputs, state and backup are there
+    for password in passwords:
+        for text in outputs:
+            assert password not in text
+        for path in files:
+            assert password.encode() not in path.read_bytes(), f"{path} holds a password"
 
 
 def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message_says(
@@ -424,3 +491,5 @@ def test_drill_on_the_secured_pair_passes_every_scenario(
     assert by_name["switchover"].loss.lost_records == 0
     assert by_name["failback"].loss.acked_records == by_name["failover"].loss.lost_records
     assert "not deleted" not in report.cleanup
+    passwords = [*a.passwords.values(), *b.passwords.values()]
+    _assert_no_password(tmp_path, config, passwords, res.stdout, res.stderr)
