@@ -178,6 +178,9 @@ class Drill:
         self.jobs: list[Job] = []
         self.a = self.b = ""
         self.config = run_dir / "mm.properties"
+        # the drill's files holding the user's connection settings: owner-only, and
+        # deleted with the drill's topics
+        self._credential_files = [self.config]
         self.cfg: MirrorConfig | None = None
         self.flow: FlowConfig | None = None
         # the derived config holds the user's MM_* overrides already
@@ -337,8 +340,9 @@ class Drill:
             self.cleanup = kept(self.names, admins)
         else:
             self.cleanup = clean_up(self.names, admins)
-            # the drill's copy of the user's credentials goes with the topics
-            self.config.unlink(missing_ok=True)
+            # the drill's copies of the user's credentials go with the topics
+            for path in self._credential_files:
+                path.unlink(missing_ok=True)
 
     # --- workload --------------------------------------------------------------------
     def _workload(self, scenario: str) -> _Workload:
@@ -873,6 +877,8 @@ class Drill:
         the drill, so it selects no topic: the groups still come back exactly."""
         path = self.run_dir / "mm-failback.properties"
         reverse = f"{self.names.target}->{self.names.source}"
+        path.touch(mode=0o600)  # a copy of the drill's config: the user's credentials
+        self._credential_files.append(path)
         path.write_text(
             self.config.read_text() + "# mm failback: the reverse flow (B's own topics to A)\n"
             f"{reverse}.enabled = true\n"
