@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,8 @@ class ContinuousMirror:
             start_new_session=True,
         )
 
+    final_output = ""  # the whole output once stopped (see running_job)
+
     def output(self) -> str:
         self._out.flush()
         self._err.flush()
@@ -203,6 +206,23 @@ class ContinuousMirror:
             self.proc.wait(30)
         self._out.close()
         self._err.close()
+
+
+@contextmanager
+def running_job(
+    config: Path, log_dir: Path, command: Sequence[str] = ("mirror",)
+) -> Iterator[ContinuousMirror]:
+    """A :class:`ContinuousMirror` for the ``with`` body; then SIGTERM, and (the body
+    having passed) exit 0 and no traceback in its output, kept as ``final_output``."""
+    job = ContinuousMirror(config, log_dir, command)
+    try:
+        yield job
+    finally:
+        rc = job.terminate()
+        job.final_output = job.output()
+        job.close()
+    assert rc == 0, job.final_output[-6000:]
+    assert "Traceback" not in job.final_output, job.final_output[-6000:]
 
 
 # --- admin ---------------------------------------------------------------------------

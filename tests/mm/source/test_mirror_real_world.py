@@ -476,6 +476,22 @@ def test_state_directory_deleted_resumes_from_the_positions_on_the_target(
     verified_copy(cfg, cluster_a, cluster_b, topic, 2)
 
 
+def _live_mirror(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, topic: str, records: int, label: str
+) -> Path:
+    """``topic`` on A (2 partitions, ``records`` plain records each) and the config of a
+    continuous mirror that refreshes its topics every 2 s, batches every 0.5 s."""
+    create_topic(cluster_a.bootstrap_servers, topic, 2)
+    produce_plain(cluster_a.bootstrap_servers, topic, 2, records, label)
+    return config(
+        tmp_path,
+        cluster_a,
+        cluster_b,
+        topic,
+        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
+    )
+
+
 @pytest.mark.parametrize(
     "command", [("mirror",), ("run", "--jobs", "mirror,checkpoint")], ids=["mirror", "run"]
 )
@@ -488,20 +504,11 @@ def test_operator_actions_while_the_mirror_runs_are_followed(
     running job: partition 0 copied again from offset 100, then the whole source
     copied into the re-created topic, then later records, each exactly once."""
     from tests.support.groups import run_mm
-    from tests.support.mirror import ContinuousMirror, wait_for_records
+    from tests.support.mirror import running_job, wait_for_records
 
     topic = unique_topic("live")
-    create_topic(cluster_a.bootstrap_servers, topic, 2)
-    produce_plain(cluster_a.bootstrap_servers, topic, 2, 400, "first")
-    cfg = config(
-        tmp_path,
-        cluster_a,
-        cluster_b,
-        topic,
-        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
-    )
-    job = ContinuousMirror(cfg, tmp_path, command)
-    try:
+    cfg = _live_mirror(tmp_path, cluster_a, cluster_b, topic, 400, "first")
+    with running_job(cfg, tmp_path, command) as job:
         source = read_topic(cluster_a.bootstrap_servers, topic, 2)
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 240)
         moved = run_mm(cfg, "position", "--topic", topic, "--set", "0=100")
@@ -514,12 +521,6 @@ def test_operator_actions_while_the_mirror_runs_are_followed(
         source = read_topic(cluster_a.bootstrap_servers, topic, 2)
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, source, 120)
         assert job.proc.poll() is None, job.output()[-6000:]
-    finally:
-        rc = job.terminate()
-        out = job.output()
-        job.close()
-    assert rc == 0, out[-6000:]
-    assert "Traceback" not in out, out[-6000:]
     # the offset syncs topic holds the syncs of each copy (the reset's, the deleted
     # topic's): judged by the product's own audit, which reads them as the
     # checkpoint job does, newest last
@@ -542,20 +543,11 @@ def test_source_topic_recreated_while_the_mirror_runs_is_refused_and_the_way_out
     the job refuses it by topic ID (its other work goes on), and the way out it
     logs, followed while it runs (the positions deleted with Kafka's own tool, then the
     target topic), has the running job mirror the new topic from its start, exactly."""
-    from tests.support.mirror import ContinuousMirror, wait_for_records
+    from tests.support.mirror import running_job, wait_for_records
 
     topic = unique_topic("live-recreated")
-    create_topic(cluster_a.bootstrap_servers, topic, 2)
-    produce_plain(cluster_a.bootstrap_servers, topic, 2, 200, "old")
-    cfg = config(
-        tmp_path,
-        cluster_a,
-        cluster_b,
-        topic,
-        **{"A->B.refresh.topics.interval.seconds": "2", "mm.mirror.trigger.seconds": "0.5"},
-    )
-    job = ContinuousMirror(cfg, tmp_path, command)
-    try:
+    cfg = _live_mirror(tmp_path, cluster_a, cluster_b, topic, 200, "old")
+    with running_job(cfg, tmp_path, command) as job:
         old = read_topic(cluster_a.bootstrap_servers, topic, 2)
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, old, 240)
         delete_topic(cluster_a.bootstrap_servers, topic)
@@ -577,12 +569,6 @@ def test_source_topic_recreated_while_the_mirror_runs_is_refused_and_the_way_out
         new = read_topic(cluster_a.bootstrap_servers, topic, 2)
         wait_for_records(cluster_b.bootstrap_servers, f"A.{topic}", 2, new, 180)
         assert job.proc.poll() is None, job.output()[-6000:]
-    finally:
-        rc = job.terminate()
-        out = job.output()
-        job.close()
-    assert rc == 0, out[-6000:]
-    assert "Traceback" not in out, out[-6000:]
 
 
 def test_a_foreign_topic_id_file_is_refused_and_deleting_it_is_the_way_out(
