@@ -960,7 +960,11 @@ def _mirror_loop(
                             stop_error = (
                                 f"{reason}. Nothing from this offset on is mirrored for this "
                                 "partition (set errors.tolerance=all and "
-                                "errors.deadletterqueue.topic.name to divert such records)"
+                                "errors.deadletterqueue.topic.name to divert such records; "
+                                "or skip this record, leaving it out of the target: "
+                                "`mm position -c "
+                                f"<config> --flow {rt.source}->{rt.target} --topic {topic} "
+                                f"--set {partition}={off + 1}`, while the mirror runs or not)"
                             )
                             done = True
                             break

@@ -3,17 +3,22 @@ errors.tolerance=all and a dead-letter topic, they go there with Connect's heade
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
+from tests.support.groups import run_mm
 from tests.support.mirror import (
     create_topic,
     mirror_properties,
     read_partition,
     run_mirror_once,
+    running_job,
 )
 
 pytestmark = pytest.mark.integration
@@ -77,3 +82,65 @@ def test_record_too_large_for_target(
     assert headers["__connect.errors.partition"] == b"0"
     assert headers["__connect.errors.offset"] == b"4"
     assert b"max.message.bytes" in (headers["__connect.errors.exception.message"] or b"")
+
+
+def test_a_record_too_large_skipped_with_mm_position_while_the_mirror_runs(
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+) -> None:
+    """The third way out the refusal prints, followed while `mm mirror` runs: the
+    printed `mm position` command moves the position one past the record, and the
+    running mirror goes on from there: every other record, later ones too, exactly
+    once; the record the operator chose to skip is the only one missing, and the
+    mirror, stopped, reports no stopped partition (exit 0)."""
+    topic = unique_topic("big-live")
+    create_topic(cluster_a.bootstrap_servers, topic, 1)
+    create_topic(cluster_b.bootstrap_servers, f"A.{topic}", 1, {"max.message.bytes": str(LIMIT)})
+    _produce(cluster_a.bootstrap_servers, topic)
+    cfg = mirror_properties(
+        tmp_path / "mm.properties",
+        cluster_a.bootstrap_servers,
+        cluster_b.bootstrap_servers,
+        [topic],
+        state_dir=tmp_path / "state",
+        extra={"sync.topic.configs.enabled": "false", "mm.mirror.trigger.seconds": "0.5"},
+    )
+    printed = re.compile(r"`mm position -c <config> (--flow \S+ --topic \S+ --set \S+)`")
+
+    def keys() -> list[bytes | None]:
+        return [r.key for r in read_partition(cluster_b.bootstrap_servers, f"A.{topic}", 0)]
+
+    with running_job(cfg, tmp_path) as job:
+        deadline = time.monotonic() + 180
+        while not (found := printed.search(job.output())) and time.monotonic() < deadline:
+            assert job.proc.poll() is None, job.output()[-6000:]
+            time.sleep(1)
+        assert found, job.output()[-6000:]
+        assert f"{topic}[0]@4 is 5" in job.output()
+        assert keys() == [f"k{i}".encode() for i in range(4)]
+        skip = run_mm(cfg, "position", *found.group(1).split())
+        assert skip.returncode == 0, skip.describe()
+        late = Producer({"bootstrap.servers": cluster_a.bootstrap_servers})
+        for i in range(10, 15):
+            late.produce(topic, b"y" * 100, f"k{i}".encode(), 0)
+        assert late.flush(30) == 0
+        wanted = [f"k{i}".encode() for i in (*range(4), *range(5, 10), *range(10, 15))]
+        deadline = time.monotonic() + 120
+        while keys() != wanted and time.monotonic() < deadline:
+            assert job.proc.poll() is None, job.output()[-6000:]
+            time.sleep(1)
+        assert keys() == wanted, job.output()[-6000:]
+
+        # the stop reported at exit is the last finished micro-batch's: wait for the
+        # batch that copied past the skipped record to finish (it copies up to 5 s)
+        def caught_up() -> bool:
+            batches = [
+                json.loads(line)
+                for line in job.output().splitlines()
+                if line.startswith("{") and '"event": "micro-batch mirrored"' in line
+            ]
+            return bool(batches) and batches[-1]["lag"] == {f"{topic}:0": 0}
+
+        deadline = time.monotonic() + 60
+        while not caught_up():
+            assert time.monotonic() < deadline, job.output()[-6000:]
+            time.sleep(1)
