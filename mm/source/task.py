@@ -885,9 +885,10 @@ def _mirror_loop(
                 # continues an open transaction and fits the target is produced with
                 # the fewest calls. Everything else (first record of a transaction,
                 # events, range end, oversize) takes the general path.
-                off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
+                # set on records and end-of-partition events; None on some errors
+                off: int = m.offset()  # type: ignore[assignment]
                 fast = False
-                if n and expected <= off < end and m.error() is None:
+                if n and m.error() is None and expected <= off < end:
                     value = m.value()
                     k = m.key()
                     size = (len(value) if value else 0) + (len(k) if k else 0)
@@ -916,7 +917,10 @@ def _mirror_loop(
                             raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
                 if not fast:
                     err = m.error()
-                    if off < expected and (err is None or err.code() == KafkaError._PARTITION_EOF):
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        # an error event may carry no offset (a refused fetch, say)
+                        raise wrap(KafkaException(err), f"fetch {topic}[{partition}]")
+                    if off < expected:
                         # the consumer reset to the log start: the position is past the
                         # log end (the topic recreated or truncated since the planner
                         # looked). Copying from there would append the new log to the
@@ -936,13 +940,11 @@ def _mirror_loop(
                             # data deleted and now counted): also when the partition
                             # stops at off, its position must not count it again
                             expected = min(off, end)
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            # end of what is readable now (log end or last stable offset)
-                            expected = max(expected, min(off, end))
-                            done = True
-                            break
-                        raise wrap(KafkaException(err), f"fetch {topic}[{partition}]")
+                    if err is not None:  # end of partition
+                        # end of what is readable now (log end or last stable offset)
+                        expected = max(expected, min(off, end))
+                        done = True
+                        break
                     if off >= end:
                         expected = end
                         done = True

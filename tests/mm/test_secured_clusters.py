@@ -162,13 +162,14 @@ def _config(
     group: str,
     b_listener: str = "MTLS",
     extra: dict[str, object] | None = None,
+    b_user: str = "admin",
 ) -> Path:
     """Flow A->B of ``topic`` and ``group``: A reached with ``a_settings``, B over
-    ``b_listener`` as its super user, as an MM2 file spells them."""
+    ``b_listener`` as ``b_user`` (its super user), as an MM2 file spells them."""
     props: dict[str, object] = {
         "clusters": "A, B",
         **a_settings,
-        **b.mm2("B", b_listener, "admin"),
+        **b.mm2("B", b_listener, b_user),
         "A->B.enabled": "true",
         "A->B.topics": topic,
         "A->B.groups": group,
@@ -380,6 +381,87 @@ def _assert_no_password(root: Path, config: Path, passwords: list[str], *outputs
             assert password not in text
         for path in files:
             assert password.encode() not in path.read_bytes(), f"{path} holds a password"
+
+
+def _mirror_acls(topic: str) -> tuple[list[AclBinding], list[AclBinding]]:
+    """What `mm mirror` needs as ``User:mm`` for flow A->B of ``topic`` (offset syncs on
+    A, topic ACL sync and heartbeats off), on A and on B: docs/security.md's row."""
+
+    def allow(
+        res: ResourceType, name: str, ops: list[AclOperation], prefixed: bool = False
+    ) -> list[AclBinding]:
+        pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
+        return [
+            AclBinding(res, name, pattern, "User:mm", "*", op, AclPermissionType.ALLOW)
+            for op in ops
+        ]
+
+    op = AclOperation
+    on_a = [
+        *allow(ResourceType.TOPIC, topic, [op.READ, op.DESCRIBE, op.DESCRIBE_CONFIGS]),
+        *allow(
+            ResourceType.TOPIC, "mm2-offset-syncs.B.internal", [op.CREATE, op.WRITE, op.DESCRIBE]
+        ),
+        # the source reader is assign-only, but librdkafka asks for its group's
+        # coordinator, which Apache Kafka authorizes with DESCRIBE on the group
+        *allow(ResourceType.GROUP, "__mm.mirror.A.B", [op.DESCRIBE]),
+    ]
+    on_b = [
+        *allow(
+            ResourceType.TOPIC,
+            "A.",
+            [op.CREATE, op.WRITE, op.READ, op.DESCRIBE, op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS],
+            prefixed=True,
+        ),
+        *allow(ResourceType.TOPIC, "mm-mirror-ends.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
+        *allow(ResourceType.TRANSACTIONAL_ID, "mm.A.B.", [op.WRITE, op.DESCRIBE], prefixed=True),
+        *allow(ResourceType.GROUP, "__mm.mirror.A.B", [op.READ, op.DESCRIBE]),
+    ]
+    return on_a, on_b
+
+
+def test_mirror_as_a_principal_holding_only_its_listed_acls(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """`mm mirror --once` as ``User:mm`` (SCRAM over SASL_SSL on both clusters) holding
+    only the ACLs docs/security.md lists for it: every record copied exactly. Before
+    this run the table missed two (DESCRIBE on the reader's group on A, READ on the
+    remote topics on B) and the mirror, refused, restarted its query until killed."""
+    a, b = secured["A"], secured["B"]
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    _create(a, topic, PARTITIONS)
+    values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
+    _produce(a.client("SASL_SSL"), topic, values)
+    on_a, on_b = _mirror_acls(topic)
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+    for alias, acls in (("A", on_a), ("B", on_b)):
+        for future in admins[alias].create_acls(acls).values():
+            future.result(30)
+    try:
+        config = _config(
+            tmp_path,
+            a.mm2("A", "SASL_SSL", "mm"),
+            b,
+            topic,
+            "none",
+            b_listener="SASL_SSL",
+            b_user="mm",
+            extra={
+                "A->B.sync.topic.acls.enabled": "false",
+                "A->B.emit.heartbeats.enabled": "false",
+                "A->B.emit.checkpoints.enabled": "false",
+            },
+        )
+        mirror = run_mm(config, "mirror", "--once", timeout=180)
+        assert mirror.returncode == 0, mirror.output[-6000:]
+        assert "authorization failed" not in mirror.output.lower(), mirror.output[-6000:]
+        got = _read(b.client("SASL_SSL"), f"A.{topic}", PARTITIONS, RECORDS)
+        assert sorted(got) == sorted(values)
+    finally:
+        # the brokers are the module's: later tests expect User:mm to hold no right
+        for alias, acls in (("A", on_a), ("B", on_b)):
+            for future in admins[alias].delete_acls([_exactly(x) for x in acls]).values():
+                future.result(30)
 
 
 def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message_says(
