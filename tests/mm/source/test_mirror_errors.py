@@ -84,14 +84,17 @@ def test_record_too_large_for_target(
     assert b"max.message.bytes" in (headers["__connect.errors.exception.message"] or b"")
 
 
+@pytest.mark.parametrize(
+    "command", [("mirror",), ("run", "--jobs", "mirror")], ids=["mirror", "run"]
+)
 def test_a_record_too_large_skipped_with_mm_position_while_the_mirror_runs(
-    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any
+    tmp_path: Path, cluster_a: Any, cluster_b: Any, unique_topic: Any, command: tuple[str, ...]
 ) -> None:
-    """The third way out the refusal prints, followed while `mm mirror` runs: the
-    printed `mm position` command moves the position one past the record, and the
-    running mirror goes on from there: every other record, later ones too, exactly
-    once; the record the operator chose to skip is the only one missing, and the
-    mirror, stopped, reports no stopped partition (exit 0)."""
+    """The third way out the refusal prints, followed while `mm mirror` (or `mm run`)
+    runs: the printed `mm position` command moves the position one past the record,
+    and the running mirror goes on from there: every other record, later ones too,
+    exactly once; the record the operator chose to skip is the only one missing, and
+    the job, stopped, reports no stopped partition (exit 0)."""
     topic = unique_topic("big-live")
     create_topic(cluster_a.bootstrap_servers, topic, 1)
     create_topic(cluster_b.bootstrap_servers, f"A.{topic}", 1, {"max.message.bytes": str(LIMIT)})
@@ -109,7 +112,7 @@ def test_a_record_too_large_skipped_with_mm_position_while_the_mirror_runs(
     def keys() -> list[bytes | None]:
         return [r.key for r in read_partition(cluster_b.bootstrap_servers, f"A.{topic}", 0)]
 
-    with running_job(cfg, tmp_path) as job:
+    with running_job(cfg, tmp_path, command) as job:
         deadline = time.monotonic() + 180
         while not (found := printed.search(job.output())) and time.monotonic() < deadline:
             assert job.proc.poll() is None, job.output()[-6000:]
