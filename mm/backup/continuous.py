@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mm.backup.job import BackupReport, run_backup_once
+from mm.backup.job import BackupReport, committed_filter, run_backup_once
 from mm.backup.schedule import PassOutcome, RunTotals, Schedule, pass_fields, pass_outcome
 from mm.backup.settings import backup_settings
 from mm.config import MirrorConfig
@@ -123,9 +123,7 @@ def check_config(cfg: MirrorConfig) -> Schedule:
     """Everything a pass would refuse for bad configuration, before Spark starts;
     the schedule of ``backup.interval.ms``."""
     settings = backup_settings(cfg)
-    cluster = cfg.cluster(settings.cluster)
-    consumer = cluster.librdkafka("consumer")
-    settings.resolved_filter(str(consumer.get("security.protocol", "PLAINTEXT")), cluster.profile)
+    committed_filter(cfg, settings)
     return Schedule(settings.interval_ms)
 
 

@@ -40,7 +40,7 @@ from mm.backup.groups import GroupOffset, encode_group_offsets, group_offsets_ke
 from mm.backup.layout import CATALOG_DIR, PartitionRef, check_topic, topic_dirs
 from mm.backup.listing import PartitionListing, partition_listing
 from mm.backup.plan import PartitionPlan, plan_backup, select_topics
-from mm.backup.settings import BackupSettings, backup_settings
+from mm.backup.settings import BackupSettings, CommittedFilter, backup_settings
 from mm.backup.storage import Storage, open_storage
 from mm.backup.task import RangeSummary, RangeTask, TaskContext, backup_range
 from mm.backup.topics import describe_topics, write_topic_meta
@@ -195,16 +195,20 @@ def read_group_offsets(
     return rows, errors, time_ms
 
 
+def committed_filter(cfg: MirrorConfig, settings: BackupSettings) -> CommittedFilter:
+    """The committed filter the backed-up cluster's broker profile and protocol choose
+    (a ConfigError where ``raw`` cannot speak its protocol)."""
+    cluster = cfg.cluster(settings.cluster)
+    protocol = str(cluster.librdkafka("consumer").get("security.protocol", "PLAINTEXT"))
+    return settings.resolved_filter(protocol, cluster.profile)
+
+
 def task_context(cfg: MirrorConfig, settings: BackupSettings, timeout: float) -> TaskContext:
     """What every Spark task of a pass gets: the backed-up cluster's consumer settings,
     its security settings included (tasks build their own clients on the workers),
-    and the committed filter its broker profile and protocol choose."""
-    cluster = cfg.cluster(settings.cluster)
-    consumer = cluster.librdkafka("consumer")
-    mode = settings.resolved_filter(
-        str(consumer.get("security.protocol", "PLAINTEXT")), cluster.profile
-    )
-    return TaskContext(settings.to_dict(), dict(consumer), mode, timeout)
+    and the committed filter (:func:`committed_filter`)."""
+    consumer = cfg.cluster(settings.cluster).librdkafka("consumer")
+    return TaskContext(settings.to_dict(), dict(consumer), committed_filter(cfg, settings), timeout)
 
 
 def run_backup_once(
