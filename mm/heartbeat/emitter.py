@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from mm_client.connection import admin_client
 from mm_client.kafka import (
+    REFUSAL_CODES,
     AcknowledgedProducer,
     describe_exception,
     ensure_topic,
@@ -32,14 +33,8 @@ from mm.config import FlowConfig, MirrorConfig
 from mm.errors import KafkaOperationError, MirrorError
 
 # librdkafka / broker codes after which writing heartbeats cannot succeed by retrying
-FATAL_CODES = frozenset(
+FATAL_CODES = REFUSAL_CODES | frozenset(
     {
-        "TOPIC_AUTHORIZATION_FAILED",
-        "CLUSTER_AUTHORIZATION_FAILED",
-        "GROUP_AUTHORIZATION_FAILED",
-        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-        "SASL_AUTHENTICATION_FAILED",
-        "_AUTHENTICATION",
         "POLICY_VIOLATION",
         "INVALID_REPLICATION_FACTOR",
         "INVALID_CONFIG",

@@ -23,6 +23,7 @@ from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
 from mm.logs import get_logger, quiet_spark_shutdown
 from mm.signals import stop_on_signals
+from mm.source.refused import refusal_message
 from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
 from mm.source.topics import TopicMirrorPlanner
 
@@ -103,6 +104,8 @@ class FlowStats:
     # failed queries restarted; records a failed micro-batch committed are not in
     # ``records`` (its summary rows never reach the driver), the target has them
     restarts: int = 0
+    # a worker's error that a cluster refused the principal: ends the flow
+    refused: str | None = None
 
 
 def topic_planner(cfg: MirrorConfig, flow: FlowConfig) -> TopicMirrorPlanner:
@@ -233,7 +236,9 @@ def batch_handler(
                         lost_from=r.lost_from,
                         lost_to=r.lost_to,
                     )
-            if r.error:
+            if r.refused:
+                stats.refused = stats.refused or r.error
+            elif r.error:
                 stats.errors[key] = r.error
                 log.error("partition stopped", topic=r.topic, partition=r.partition, error=r.error)
             else:
@@ -388,7 +393,9 @@ def _run_flows(
     else:
         stats = shared.mirror_stats
         for f in flows:
-            stats.setdefault(f.name, FlowStats()).failed_topics = failed_topics[f.name]
+            st = stats.setdefault(f.name, FlowStats())
+            st.failed_topics = failed_topics[f.name]
+            st.refused = None  # a restart under mm run tries again: an ACL may be granted
     if stop.is_set():  # before Spark starts: nothing to stop
         (log.info if shared is None else log.debug)("mirror stopped on request")
         return stats
@@ -448,6 +455,7 @@ def _run_flows(
     backoff: dict[str, float] = {}
     try:
         while active and not stop.is_set():
+            _raise_refusal(stats)
             for name, q in list(active.items()):
                 if q.isActive:
                     continue
@@ -465,6 +473,9 @@ def _run_flows(
                     backoff.pop(name, None)
                 since = failing_since.setdefault(name, now)
                 cause = _root_cause(exc)
+                refusal = refusal_message(name, cause)
+                if refusal is not None:  # no retry can help before an operator acts
+                    raise MirrorError(refusal)
                 if now - since >= retry_timeout:
                     raise MirrorError(
                         f"flow {name} kept failing for {now - since:.0f}s "
@@ -492,12 +503,16 @@ def _run_flows(
                 except StreamingQueryException:
                     pass  # handled above on the next pass, from q.exception()
                 spark.streams.resetTerminated()
+        _raise_refusal(stats)
     finally:
         if acl_sync is not None:
             acl_sync.close()
         if metrics is not None:
             metrics.close()
-        if stop.is_set():
+        # a refusal ends a run of its own as quietly as a stop request (under mm run
+        # the session is shared: the other jobs' logs stay on)
+        quiet = stop.is_set() or (shared is None and _refused(stats))
+        if quiet:
             # Stopping a query interrupts its micro-batch: Spark and py4j would log
             # the InterruptedException and the callback's broken connection (about
             # a thousand lines of Java stack). Nothing is lost by the interruption:
@@ -506,6 +521,8 @@ def _run_flows(
         for q in active.values():
             if q.isActive:
                 q.stop()
+        if quiet and not stop.is_set():
+            _stop_session(spark, log)  # the refusal is the run's last line
         if stop.is_set():
             if shared is None:
                 _stop_session(spark, log)
@@ -514,6 +531,17 @@ def _run_flows(
         # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
         restore()
     return stats
+
+
+def _refused(stats: dict[str, FlowStats]) -> bool:
+    return any(st.refused is not None for st in stats.values())
+
+
+def _raise_refusal(stats: dict[str, FlowStats]) -> None:
+    """Ends the run when a flow's workers were refused by a cluster (MirrorError)."""
+    for name, st in stats.items():
+        if st.refused is not None:
+            raise MirrorError(refusal_message(name, st.refused) or st.refused)
 
 
 def _stop_session(spark: Any, log: Any) -> None:

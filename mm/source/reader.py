@@ -362,8 +362,6 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- mirroring (executor) ----------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from concurrent.futures import ThreadPoolExecutor
-
         from mm.logs import configure_logging
         from mm.source.shards import MirrorShard
 
@@ -372,6 +370,30 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         started = time.monotonic()
         ranges = partition.ranges
         threads = max(1, min(self.runtime.task_threads, len(ranges)))
+        try:
+            results = self._mirror_shard(ranges, threads, started)
+        except Exception as exc:
+            from mm_client.kafka import cause_code, is_refusal
+
+            from mm.source.task import RangeResult
+
+            if not is_refusal(cause_code(exc)):
+                raise
+            # a refusal goes back as a row, not a failed task: no retry helps, and the
+            # driver ends the flow in one line instead of Spark's and py4j's traces
+            for spec in ranges:
+                r = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
+                r.error, r.refused = str(exc), True
+                yield r.row()
+            return
+        for r in results.values():
+            yield r.row()
+
+    def _mirror_shard(
+        self, ranges: Sequence[RangeSpec], threads: int, started: float
+    ) -> dict[tuple[str, int], Any]:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
             results = {(r.topic, r.partition): r for r in self._mirror_all(pool, ranges)}
             if self.runtime.task_continue_seconds > 0:
@@ -399,8 +421,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     sweep,
                     max_per_partition=self._max_per_partition,
                 )
-        for r in results.values():
-            yield r.row()
+        return results
 
     def _mirror_all(self, pool: Any, ranges: Sequence[RangeSpec]) -> list[Any]:
         """Mirror ``ranges`` concurrently, then acknowledge their offset syncs together;

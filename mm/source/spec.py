@@ -80,5 +80,6 @@ class RangeSpec(InputPartition):
 MIRROR_RESULT_SCHEMA = (
     "topic string, partition int, target_topic string, planned_start long, planned_end long, "
     "resumed_from long, position long, records long, bytes long, transactions int, "
-    "syncs int, lost long, lost_from long, lost_to long, dead_lettered long, error string"
+    "syncs int, lost long, lost_from long, lost_to long, dead_lettered long, error string, "
+    "refused boolean"
 )

@@ -57,6 +57,7 @@ from confluent_kafka import (
 from mm_client.kafka import (
     AcknowledgedProducer,
     cause_code,
+    is_refusal,
     kafka_cause,
     kafka_error,
     new_producer,
@@ -185,6 +186,8 @@ class RangeResult:
     lost_to: int = -1
     dead_lettered: int = 0
     error: str | None = None
+    # ``error`` is a cluster's refusal (an ACL missing): the flow stops, not the partition
+    refused: bool = False
     # metadata of the last offset this range committed (not part of the row): with
     # ``position``, what a reused producer knows of its partition's state
     metadata: str | None = None
@@ -207,6 +210,7 @@ class RangeResult:
             self.lost_to,
             self.dead_lettered,
             self.error,
+            self.refused,
         )
 
 
@@ -315,12 +319,13 @@ def read_states(
         try:
             got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout)
         except KafkaException as exc:
-            raise wrap(exc, f"read mirror state of {where}") from exc
+            raise wrap(exc, f"read mirror state of {where} on cluster {rt.target}") from exc
         out: dict[tuple[str, int], tuple[int, str | None]] = {}
         for tp in got:
             if tp.error is not None:
                 raise KafkaOperationError(
-                    f"read mirror state of {tp.topic}[{tp.partition}]: {tp.error}",
+                    f"read mirror state of {tp.topic}[{tp.partition}] on cluster {rt.target}: "
+                    f"{tp.error}",
                     code=tp.error.name() if hasattr(tp.error, "name") else None,
                 )
             out[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
@@ -411,9 +416,11 @@ class _SourceSyncWriter:
         if self._acks is None:
             return
         spec = self._spec
+        rt = self._rt
+        where = rt.target if rt.offset_syncs_on_target else rt.source
         error = self._acks.wait(timeout).error(
             f"offset syncs for {spec.topic}[{spec.partition}] not written to "
-            f"{self._rt.offset_syncs_topic} within {timeout:.0f}s",
+            f"topic {rt.offset_syncs_topic} on cluster {where}",
             code="_TIMED_OUT",
         )
         if error is not None:
@@ -608,7 +615,9 @@ def _mirror_with(
                 producer.init_transactions(60)
             except KafkaException as exc:
                 raise wrap(
-                    exc, f"init transactions for {spec.target_topic}[{spec.partition}]"
+                    exc,
+                    f"init transactions for {spec.target_topic}[{spec.partition}] "
+                    f"on cluster {rt.target}",
                 ) from exc
         # read also for a cached producer (the task reads all its ranges' states in
         # one request: state_hint): one OffsetFetch is cheap, and a position
@@ -914,12 +923,20 @@ def _mirror_loop(
                                 headers=m.headers(),
                             )
                         except KafkaException as exc:
-                            raise wrap(exc, f"produce to {target_topic}[{partition}]") from exc
+                            raise wrap(
+                                exc,
+                                f"produce to {target_topic}[{partition}] on cluster {rt.target}",
+                            ) from exc
                 if not fast:
                     err = m.error()
                     if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                        # an error event may carry no offset (a refused fetch, say)
-                        raise wrap(KafkaException(err), f"fetch {topic}[{partition}]")
+                        # an error event may carry no offset (a refused fetch, say);
+                        # the group is named: Apache Kafka checks DESCRIBE on it
+                        raise wrap(
+                            KafkaException(err),
+                            f"fetch {topic}[{partition}] on cluster {rt.source} "
+                            f"(reader group {rt.state_group})",
+                        )
                     if off < expected:
                         # the consumer reset to the log start: the position is past the
                         # log end (the topic recreated or truncated since the planner
@@ -1170,14 +1187,19 @@ def _commit(
     syncs: _SourceSyncWriter | None,
     txn_bytes: int,
 ) -> None:
-    where = f"{spec.target_topic}[{spec.partition}]"
+    where = f"{spec.target_topic}[{spec.partition}] on cluster {rt.target}"
     remaining = producer.flush(120)
     if remaining or delivery.error is not None or (tracker.count and delivery.first < 0):
+        error = delivery.error
+        if error is not None and error.code() == KafkaError._PURGE_QUEUE:
+            error = _transaction_error(producer) or error
         _abort(producer)
+        code = error.name() if error else "_TIMED_OUT"
         raise KafkaOperationError(
             f"produce to {where} failed: "
-            f"{delivery.error.str() if delivery.error else f'{remaining} records unacknowledged'}",
-            code=delivery.error.name() if delivery.error else "_TIMED_OUT",
+            f"{error.str() if error else f'{remaining} records unacknowledged'}",
+            code=code,
+            retriable=not is_refusal(code),
         )
     pairs = tracker.syncs(delivery.first)
     batch_id = uuid.uuid4().hex[:12]
@@ -1214,7 +1236,7 @@ def _commit_with_syncs(
     metadata: str,
     syncs: _SourceSyncWriter | None,
 ) -> None:
-    where = f"{spec.target_topic}[{spec.partition}]"
+    where = f"{spec.target_topic}[{spec.partition}] on cluster {rt.target}"
     try:
         if rt.offset_syncs_on_target:
             for i, (u, d) in enumerate(pairs):
@@ -1249,6 +1271,23 @@ def _commit_with_syncs(
         if err is not None and err.txn_requires_abort():
             _abort(producer)
         raise wrap(exc, f"commit transaction for {where}") from exc
+
+
+def _transaction_error(producer: Producer) -> KafkaError | None:
+    """The error that failed the open transaction, if one did.
+
+    librdkafka purges a failed transaction's records, so their delivery reports
+    say only _PURGE_QUEUE; the cause (a topic the principal may not write, say) is
+    kept in the producer's transaction state, which any transactional call outside
+    its allowed states reports. Beginning a transaction inside one changes nothing.
+    """
+    try:
+        producer.begin_transaction()
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        if err is not None and err.code() != KafkaError._STATE:
+            return err
+    return None
 
 
 def _abort(producer: Producer) -> None:

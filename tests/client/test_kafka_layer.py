@@ -22,6 +22,7 @@ from mm_client.kafka import (
     error_code,
     group_offsets,
     group_offsets_or_errors,
+    is_refusal,
     kafka_cause,
     kafka_error,
     new_consumer,
@@ -71,6 +72,14 @@ def test_a_kafka_exception_is_unwrapped_with_its_code() -> None:
 def test_retriable_is_kept() -> None:
     err = wrap(KafkaException(KafkaError(KafkaError._TIMED_OUT, retriable=True)), "x")
     assert err.code == "_TIMED_OUT" and err.retriable is True
+
+
+def test_a_refusal_is_never_retriable() -> None:
+    """Retrying cannot grant an ACL, even where librdkafka marks the error retriable."""
+    for code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._AUTHENTICATION):
+        err = wrap(KafkaException(KafkaError(code, retriable=True)), "x")
+        assert err.retriable is False and is_refusal(err.code), err
+    assert not is_refusal("_TIMED_OUT") and not is_refusal(None)
 
 
 @pytest.mark.parametrize("exc", [KafkaException(), KafkaException("plain text"), RuntimeError("x")])
@@ -156,15 +165,48 @@ def test_the_first_refusal_is_named() -> None:
         (b"c", "OFFSET_OUT_OF_RANGE"),
     ]
     err = acks.error("writing t failed")
-    assert err is not None and err.retriable
-    # the refusal's text says what failed; no code (as the checkpoint emitter always wrote)
-    assert (
-        str(err) == f"writing t failed: {KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED).str()}"
-    )
-    assert err.code is None
+    # a refusal is named with its code and is not retriable: no retry grants an ACL
+    assert err is not None and not err.retriable
+    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED).str()
+    assert str(err) == f"writing t failed: {refused} (code=TOPIC_AUTHORIZATION_FAILED)"
+    assert err.code == "TOPIC_AUTHORIZATION_FAILED"
     # a later flush reports only what was produced since
     ack.produce("t", b"d")
     ack.flush(5, "writing t failed")
+
+
+def test_other_failures_are_retriable_and_their_text_says_what_failed() -> None:
+    p = FakeProducer(refuse={b"a": KafkaError.OFFSET_OUT_OF_RANGE})
+    ack = AcknowledgedProducer(p)
+    ack.produce("t", b"a")
+    err = ack.wait(5).error("writing t failed")
+    assert err is not None and err.retriable and err.code is None
+    assert str(err) == f"writing t failed: {KafkaError(KafkaError.OFFSET_OUT_OF_RANGE).str()}"
+
+
+def test_a_fatal_error_raised_through_flush_is_a_failure_not_a_system_error() -> None:
+    """librdkafka raises an idempotent producer's fatal error (its topic refused) from
+    inside flush, through the delivery callback, as a SystemError."""
+
+    class Refused(FakeProducer):
+        def flush(self, timeout: float = 0) -> int:
+            try:
+                raise _exc(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+            except KafkaException as exc:
+                raise SystemError("returned a result with an exception set") from exc
+
+    ack = AcknowledgedProducer(Refused())
+    ack.produce("t", b"a")
+    with pytest.raises(KafkaOperationError) as raised:
+        ack.flush(5, "syncs not written", code="_TIMED_OUT")
+    assert raised.value.code == "TOPIC_AUTHORIZATION_FAILED" and not raised.value.retriable
+
+    class Broken(FakeProducer):
+        def flush(self, timeout: float = 0) -> int:
+            raise SystemError("not a Kafka error")
+
+    with pytest.raises(SystemError):
+        AcknowledgedProducer(Broken()).wait(1)
 
 
 def test_unacknowledged_records_are_counted_and_time_out() -> None:

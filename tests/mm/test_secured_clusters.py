@@ -572,3 +572,241 @@ def test_drill_on_the_secured_pair_passes_every_scenario(
     assert "not deleted" not in report.cleanup
     passwords = [*a.passwords.values(), *b.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, res.stdout, res.stderr)
+
+
+@pytest.mark.parametrize(
+    ("dropped", "named"),
+    [
+        # (cluster, ACL index in _mirror_acls' list), what the line must name
+        (("A", 0), "fetch {topic}[0] on cluster A (reader group __mm.mirror.A.B)"),
+        (("B", 1), "produce to A.{topic}[0] on cluster B failed: Failed to add partition(s)"),
+        (("B", 9), "init transactions for A.{topic}[0] on cluster B"),
+    ],
+    ids=["source-READ", "target-WRITE", "transactional-id-WRITE"],
+)
+def test_mirror_refused_one_listed_acl_stops_at_once_in_one_line(
+    secured: dict[str, SecureKRaftBroker],
+    tmp_path: Path,
+    dropped: tuple[str, int],
+    named: str,
+) -> None:
+    """`mm mirror --once` as ``User:mm`` holding every ACL of its row but one: exit 1
+    at once with one line naming the operation, the resource and the cluster, no
+    traceback, nothing written to B. Before: Spark's and py4j's traces, then the
+    query restarted with back-off until mm.mirror.retry.timeout.seconds (300 s)."""
+    a, b = secured["A"], secured["B"]
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    _create(a, topic, PARTITIONS)
+    _produce(a.client("SASL_SSL"), topic, [f"order-{i:04d}".encode() for i in range(30)])
+    on_a, on_b = _mirror_acls(topic)
+    alias, index = dropped
+    taken = (on_a if alias == "A" else on_b)[index]
+    grants = {"A": [x for x in on_a if x is not taken], "B": [x for x in on_b if x is not taken]}
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+    for name, acls in grants.items():
+        for future in admins[name].create_acls(acls).values():
+            future.result(30)
+    try:
+        config = _config(
+            tmp_path,
+            a.mm2("A", "SASL_SSL", "mm"),
+            b,
+            topic,
+            "none",
+            b_listener="SASL_SSL",
+            b_user="mm",
+            extra={
+                "A->B.sync.topic.acls.enabled": "false",
+                "A->B.emit.heartbeats.enabled": "false",
+                "A->B.emit.checkpoints.enabled": "false",
+            },
+        )
+        started = time.monotonic()
+        mirror = run_mm(config, "mirror", "--once", timeout=150)
+        took = time.monotonic() - started
+    finally:
+        for name, acls in grants.items():
+            for future in admins[name].delete_acls([_exactly(x) for x in acls]).values():
+                future.result(30)
+    assert mirror.returncode == 1, mirror.output[-6000:]
+    errors = [line for line in mirror.stderr.splitlines() if line.startswith("mm mirror: error:")]
+    assert len(errors) == 1, mirror.output[-6000:]
+    assert errors[0].startswith("mm mirror: error: flow A->B stopped, refused by the cluster: ")
+    assert named.format(topic=topic) in errors[0], errors[0]
+    assert "AUTHORIZATION_FAILED" in errors[0] and errors[0].endswith("then run again")
+    assert "Traceback" not in mirror.output and "Exception" not in mirror.output, mirror.output
+    assert took < 100, took  # no restart with back-off: the refusal ends the run
+    ends = Consumer({**b.client("SASL_SSL"), "group.id": "ends"})
+    try:
+        for p in range(PARTITIONS):
+            low_high = ends.get_watermark_offsets(TopicPartition(f"A.{topic}", p), timeout=30)
+            assert low_high == (0, 0), (p, low_high)  # nothing half-done on B
+    finally:
+        ends.close()
+
+
+def _rights(
+    resource: ResourceType, name: str, ops: list[AclOperation], prefixed: bool = False
+) -> list[AclBinding]:
+    pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
+    return [
+        AclBinding(resource, name, pattern, "User:mm", "*", op, AclPermissionType.ALLOW)
+        for op in ops
+    ]
+
+
+def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[AclBinding]]:
+    """docs/security.md's row of ``job`` for flow A->B of ``topic`` and ``group``, as
+    (ACLs on A, ACLs on B) of ``User:mm``."""
+    op, T, G = AclOperation, ResourceType.TOPIC, ResourceType.GROUP
+    read = [op.READ, op.DESCRIBE]
+    mirror_group = _rights(G, "__mm.mirror.A.B", [op.DESCRIBE])
+    failover_b = [
+        *_rights(T, "A.checkpoints.internal", read),
+        *_rights(T, "mm-mirror-ends.A.internal", read),
+        *_rights(T, f"A.{topic}", read),
+        *mirror_group,
+        *_rights(T, "mm-failover-points.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
+        *_rights(G, group, read),
+    ]
+    rows = {
+        "checkpoint": (
+            [
+                *_rights(G, group, [op.DESCRIBE]),
+                *_rights(T, topic, [op.DESCRIBE]),
+                *_rights(T, "mm2-offset-syncs.B.internal", [*read, op.DESCRIBE_CONFIGS]),
+            ],
+            [
+                *_rights(T, "A.checkpoints.internal", [op.CREATE, op.WRITE, *read]),
+                *mirror_group,
+            ],
+        ),
+        "status": (
+            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE])],
+            [*_rights(T, "A.", read, prefixed=True), *mirror_group],
+        ),
+        "verify": (
+            [*_rights(T, topic, read), *_rights(T, "mm2-offset-syncs.B.internal", read)],
+            [*_rights(T, "A.", read, prefixed=True), *mirror_group],
+        ),
+        "switchover": (
+            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE])],
+            failover_b,
+        ),
+        "failover": ([], failover_b),
+        "failback": (
+            [*_rights(T, topic, read), *_rights(G, group, read)],
+            [
+                *_rights(T, "mm-failover-points.A.internal", read),
+                *_rights(T, f"A.{topic}", read),
+            ],
+        ),
+        "backup": (
+            [*_rights(T, topic, [*read, op.DESCRIBE_CONFIGS]), *_rights(G, group, [op.DESCRIBE])],
+            [],
+        ),
+        "restore": (
+            [],
+            [
+                *_rights(T, "r.", [op.CREATE, op.WRITE, op.DESCRIBE], prefixed=True),
+                *_rights(T, "mm-restore-offsets.A.internal", [op.CREATE, op.WRITE, *read]),
+                *_rights(
+                    ResourceType.TRANSACTIONAL_ID, "mm-restore-A-", [op.WRITE, op.DESCRIBE], True
+                ),
+                *_rights(G, "mm-restore-A", read),
+                *_rights(G, group, read),
+            ],
+        ),
+    }
+    return rows[job]
+
+
+class _Granted:
+    """Grants ``User:mm`` one job's ACLs on A and B for a ``with`` block, then takes them
+    back (the brokers are the module's: later tests expect User:mm to hold no right)."""
+
+    def __init__(self, admins: dict[str, AdminClient], acls: tuple[list[Any], list[Any]]):
+        self.admins, self.acls = admins, dict(zip("AB", acls, strict=True))
+
+    def __enter__(self) -> None:
+        for alias, acls in self.acls.items():
+            for future in (self.admins[alias].create_acls(acls) if acls else {}).values():
+                future.result(30)
+
+    def __exit__(self, *exc: object) -> None:
+        for alias, acls in self.acls.items():
+            if acls:
+                for future in self.admins[alias].delete_acls([_exactly(x) for x in acls]).values():
+                    future.result(30)
+
+
+def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """After a mirror (run by the super user), each DR-day command runs as ``User:mm``
+    (SCRAM over SASL_SSL on both clusters) holding only the ACLs docs/security.md
+    lists for it, each exiting as it does for the super user: checkpoint, status,
+    verify, switchover, failover, failback, backup, restore."""
+    a, b = secured["A"], secured["B"]
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    group = f"billing-{uuid.uuid4().hex[:6]}"
+    _create(a, topic, PARTITIONS)
+    values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
+    _produce(a.client("SASL_SSL"), topic, values)
+    committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
+    commit_admin(a.bootstrap, group, topic, committed)
+    common = {
+        "A->B.sync.topic.acls.enabled": "false",
+        "A->B.emit.heartbeats.enabled": "false",
+        "mm.state.dir": tmp_path / "state",
+        "backup.cluster": "A",
+        "backup.path": tmp_path / "backup",
+    }
+    (tmp_path / "admin").mkdir()
+    (tmp_path / "mm").mkdir()
+    admin_config = _config(
+        tmp_path / "admin",
+        a.mm2("A", "SASL_SSL", "admin"),
+        b,
+        topic,
+        group,
+        "SASL_SSL",
+        extra=common,
+    )
+    config = _config(
+        tmp_path / "mm",
+        a.mm2("A", "SASL_SSL", "mm"),
+        b,
+        topic,
+        group,
+        "SASL_SSL",
+        extra=common,
+        b_user="mm",
+    )
+    mirror = run_mm(admin_config, "mirror", "--once")
+    assert mirror.returncode == 0, mirror.output[-6000:]
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+
+    def as_mm(job: str, *args: str) -> Any:
+        with _Granted(admins, _job_acls(job, topic, group)):
+            run = run_mm(config, job, *args, timeout=180)
+        assert run.returncode == 0, (job, run.output[-6000:])
+        return json.loads(run.stdout) if "--json" in args else run
+
+    as_mm("checkpoint", "--once")
+    found = translate_offsets(b.client("SASL_SSL"), "A", group)
+    assert {tp.partition: o for tp, o in found.items()} == committed, found
+    assert as_mm("status", "--json")["flows"]
+    report = as_mm("verify", "--json")
+    assert report["ok"], report
+    switched = as_mm("switchover", "--groups", group, "--settle", "1", "--json")
+    assert switched["ok"] and [g["status"] for g in switched["groups"]] == ["moved"], switched
+    as_mm("failover", "--groups", group, "--json")
+    late = [f"late-{i}".encode() for i in range(6)]
+    _produce(a.client("SASL_SSL"), topic, late)
+    back = as_mm("failback", "--quarantine-only", "--dry-run", "--json")
+    assert back["divergent_records"] == len(late), back
+    as_mm("backup", "--once", "--json")
+    as_mm("restore", "--to", "B", "--topics", topic, "--topic-prefix", "r.", "--json")
+    restored = _read(b.client("SASL_SSL"), f"r.{topic}", PARTITIONS, RECORDS + len(late))
+    assert sorted(restored) == sorted([*values, *late])

@@ -26,9 +26,11 @@ from mm_client.kafka.clients import (
     throwaway_group,
 )
 from mm_client.kafka.errors import (
+    REFUSAL_CODES,
     cause_code,
     describe_exception,
     error_code,
+    is_refusal,
     kafka_cause,
     kafka_error,
     wrap,
@@ -44,6 +46,7 @@ from mm_client.kafka.produce import (
 
 __all__ = [
     "COMPACTED",
+    "REFUSAL_CODES",
     "AcknowledgedProducer",
     "Acknowledgements",
     "ClientPool",
@@ -58,6 +61,7 @@ __all__ = [
     "error_code",
     "group_offsets",
     "group_offsets_or_errors",
+    "is_refusal",
     "kafka_cause",
     "kafka_error",
     "new_admin",

@@ -12,14 +12,36 @@ from confluent_kafka import KafkaError
 from mm_client.errors import KafkaOperationError
 
 __all__ = [
+    "REFUSAL_CODES",
     "cause_code",
     "describe_exception",
     "error_code",
+    "is_refusal",
     "kafka_cause",
     "kafka_error",
     "wrap",
     "wrap_error",
 ]
+
+
+# The cluster refused the principal (an ACL missing) or could not authenticate it:
+# retrying cannot help until an operator grants or fixes something
+REFUSAL_CODES = frozenset(
+    {
+        "TOPIC_AUTHORIZATION_FAILED",
+        "GROUP_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+        "SASL_AUTHENTICATION_FAILED",
+        "_AUTHENTICATION",
+    }
+)
+
+
+def is_refusal(code: str | None) -> bool:
+    """True for an authorization or authentication failure's code name."""
+    return code in REFUSAL_CODES
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
@@ -65,8 +87,11 @@ def describe_exception(exc: BaseException) -> str:
 
 def wrap_error(err: KafkaError, context: str) -> KafkaOperationError:
     """A KafkaError (a delivery report's, say) as KafkaOperationError, code kept."""
+    code = err.name()
     return KafkaOperationError(
-        f"{context}: {err.str()}", code=err.name(), retriable=err.retriable()
+        f"{context}: {err.str()}",
+        code=code,
+        retriable=err.retriable() and not is_refusal(code),
     )
 
 

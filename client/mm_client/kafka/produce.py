@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from mm_client.errors import KafkaOperationError
+from mm_client.kafka.errors import is_refusal, kafka_cause, kafka_error
 
 __all__ = [
     "FULL_QUEUE_POLL",
@@ -86,6 +87,11 @@ class Acknowledgements:
         """
         if self.ok:
             return None
+        refused = next((f.error for f in self.failures if is_refusal(f.error.name())), None)
+        if refused is not None:  # retrying cannot help: say so, whatever the caller expected
+            return KafkaOperationError(
+                f"{context}: {refused.str()}", code=refused.name(), retriable=False
+            )
         if code is None and self.unacknowledged:
             code = "_TIMED_OUT"
         return KafkaOperationError(f"{context}: {self.detail()}", code=code, retriable=True)
@@ -122,7 +128,16 @@ class AcknowledgedProducer:
 
     def wait(self, timeout: float) -> Acknowledgements:
         """Flush; what was refused or left unanswered since the previous wait."""
-        remaining = self.producer.flush(timeout)
+        try:
+            remaining = self.producer.flush(timeout)
+        except (SystemError, KafkaException) as exc:
+            # a fatal error (an idempotent producer refused its topic, say) is raised
+            # from inside flush, through a delivery callback as a SystemError
+            err = kafka_error(kafka_cause(exc) or exc)
+            if err is None:
+                raise
+            self._failures.append(DeliveryFailure(None, err))
+            remaining = 0
         failures, self._failures = tuple(self._failures), []
         return Acknowledgements(failures, remaining)
 

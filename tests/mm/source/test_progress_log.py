@@ -49,6 +49,7 @@ def row(topic: str, partition: int, records: int, position: int, end: int) -> An
         planned_end=end,
         lost=0,
         error=None,
+        refused=False,
     )
 
 
@@ -162,3 +163,14 @@ def test_idle_mirror_logs_a_line_a_minute_not_a_line_a_batch() -> None:
     info = [e for level, e, _kw in log.events if level == "info"]
     assert info == ["mirror progress"] * 19  # at 60 s, 120 s, ... 1140 s
     assert len(log.named("micro-batch mirrored")) == 1200  # at DEBUG
+
+
+def test_a_refused_partition_ends_the_flow_instead_of_stopping_the_partition() -> None:
+    handle, _log, _clock, stats = setup()
+    stopped = SimpleNamespace(**{**vars(row("orders", 0, 0, 5, 9)), "error": "too large"})
+    refused = SimpleNamespace(
+        **{**vars(row("orders", 1, 0, 0, 9)), "error": "fetch (code=X)", "refused": True}
+    )
+    handle(Batch([stopped, refused]), 1)
+    assert stats.errors == {("orders", 0): "too large"}
+    assert stats.refused == "fetch (code=X)"
