@@ -160,6 +160,10 @@ class TaskContext:
         )
 
 
+# the prefix of the readers' throwaway groups (one prefixed ACL grants them all)
+READER_GROUP = "__mm-backup"
+
+
 def consumer_conf(base: dict[str, str]) -> dict[str, Any]:
     # the user's settings win, except what makes this an assign-only committed reader
     quick = {"reconnect.backoff.ms": 10, **base}
@@ -169,7 +173,7 @@ def consumer_conf(base: dict[str, str]) -> dict[str, Any]:
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": quick.get("fetch.wait.max.ms", 100),
         },
-        group=throwaway_group("__mm-backup"),
+        group=throwaway_group(READER_GROUP),
         isolation="read_committed",
         eof=True,
     )
@@ -440,7 +444,13 @@ def _read(
             err = m.error()
             eof = err is not None and err.code() == KafkaError._PARTITION_EOF
             if err is not None and not eof:
-                raise wrap(KafkaException(err), f"fetch {where}")
+                # the cluster and the reader's group named: Apache Kafka checks
+                # DESCRIBE on that group before it serves the fetch
+                raise wrap(
+                    KafkaException(err),
+                    f"fetch {where} on cluster {ctx.settings['cluster']} "
+                    f"(reader group {READER_GROUP}-*)",
+                )
             off = int(m.offset())
             upto = min(off, end)
             # a jump from seg.next to upto: lost records first, then proven gaps

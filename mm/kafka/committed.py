@@ -135,7 +135,9 @@ class LogReader:
                 # the end of a range is learnt from an empty fetch: do not wait long for it
                 "fetch.wait.max.ms": 100,
             },
-            group=throwaway_group(f"{self.client_id}-read"),
+            # under "__mm-" as every throwaway reader of mm: one prefixed ACL (DESCRIBE,
+            # for librdkafka's coordinator lookup) lets them all read
+            group=throwaway_group(f"__{self.client_id}-read"),
             drop=("group.instance.id",),
         )
         consumer = new_consumer(conf)
@@ -164,7 +166,11 @@ class LogReader:
                             if end != TO_THE_END and offset < end:
                                 stats.open_offsets += end - offset
                             return
-                        raise RawLogError(f"{where}: read at offset {stats.read_to}: {err.str()}")
+                        raise RawLogError(
+                            f"{where}: read at offset {stats.read_to} (reader group "
+                            f"{conf['group.id']}): {err.str()}",
+                            code=err.name(),
+                        )
                     if offset >= end:
                         stats.gap_offsets += max(0, end - stats.read_to)
                         stats.read_to = end

@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from mm.errors import KafkaOperationError
+
 _FETCH = 1
 _FETCH_VERSION = 4
 _READ_UNCOMMITTED = 0
@@ -53,8 +55,9 @@ DEFAULT_PAGE_BYTES = 4 << 20
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
-class RawLogError(Exception):
-    """A fetch failed or the log could not be read to the requested end."""
+class RawLogError(KafkaOperationError):
+    """A fetch failed or the log could not be read to the requested end (``code``:
+    the Kafka error's name, when a Kafka error was the cause)."""
 
 
 class LogRecord(NamedTuple):

@@ -176,7 +176,7 @@ def restore_partition(ctx_dict: dict[str, Any], task: RestoreTask) -> RestoreSum
 class _Run:
     def __init__(self, ctx: RestoreContext, task: RestoreTask) -> None:
         self.ctx, self.task = ctx, task
-        self.where = f"{task.target_topic}[{task.partition}]"
+        self.where = f"{task.target_topic}[{task.partition}] on cluster {ctx.target}"
         self.producer: Any = None
         self.state: Any = None
         self.resumed_from = self.position = -1

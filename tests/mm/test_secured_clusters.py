@@ -661,6 +661,8 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
     op, T, G = AclOperation, ResourceType.TOPIC, ResourceType.GROUP
     read = [op.READ, op.DESCRIBE]
     mirror_group = _rights(G, "__mm.mirror.A.B", [op.DESCRIBE])
+    # mm's own throwaway readers (never joined, never committed): the coordinator lookup
+    readers = _rights(G, "__mm-", [op.DESCRIBE], prefixed=True)
     failover_b = [
         *_rights(T, "A.checkpoints.internal", read),
         *_rights(T, "mm-mirror-ends.A.internal", read),
@@ -668,6 +670,7 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
         *mirror_group,
         *_rights(T, "mm-failover-points.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
         *_rights(G, group, read),
+        *readers,
     ]
     rows = {
         "checkpoint": (
@@ -686,29 +689,39 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
             [*_rights(T, "A.", read, prefixed=True), *mirror_group],
         ),
         "verify": (
-            [*_rights(T, topic, read), *_rights(T, "mm2-offset-syncs.B.internal", read)],
-            [*_rights(T, "A.", read, prefixed=True), *mirror_group],
+            [
+                *_rights(T, topic, read),
+                *_rights(T, "mm2-offset-syncs.B.internal", read),
+                *readers,
+            ],
+            [*_rights(T, "A.", read, prefixed=True), *mirror_group, *readers],
         ),
         "switchover": (
-            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE])],
+            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE]), *readers],
             failover_b,
         ),
         "failover": ([], failover_b),
         "failback": (
-            [*_rights(T, topic, read), *_rights(G, group, read)],
+            [*_rights(T, topic, read), *_rights(G, group, read), *readers],
             [
                 *_rights(T, "mm-failover-points.A.internal", read),
                 *_rights(T, f"A.{topic}", read),
+                *readers,
             ],
         ),
         "backup": (
-            [*_rights(T, topic, [*read, op.DESCRIBE_CONFIGS]), *_rights(G, group, [op.DESCRIBE])],
+            [
+                *_rights(T, topic, [*read, op.DESCRIBE_CONFIGS]),
+                *_rights(G, group, [op.DESCRIBE]),
+                *readers,
+            ],
             [],
         ),
         "restore": (
             [],
             [
-                *_rights(T, "r.", [op.CREATE, op.WRITE, op.DESCRIBE], prefixed=True),
+                # READ: the restore's position is committed in its transactions
+                *_rights(T, "r.", [op.CREATE, op.WRITE, *read], prefixed=True),
                 *_rights(T, "mm-restore-offsets.A.internal", [op.CREATE, op.WRITE, *read]),
                 *_rights(
                     ResourceType.TRANSACTIONAL_ID, "mm-restore-A-", [op.WRITE, op.DESCRIBE], True
