@@ -12,17 +12,21 @@ listener           protocol        who connects, as which principal
 ``SSL``            SSL             TLS, no client certificate (ANONYMOUS)
 ``MTLS``           SSL             mutual TLS: the client certificate's CN is the
                                    principal (``CN=alice`` -> ``User:alice``)
-``SASL_SSL``       SASL_SSL        PLAIN or SCRAM-SHA-512 users, over TLS
-``SASL_PLAINTEXT`` SASL_PLAINTEXT  PLAIN or SCRAM-SHA-512 users, no TLS
+``SASL_SSL``       SASL_SSL        PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER users,
+                                   over TLS
+``SASL_PLAINTEXT`` SASL_PLAINTEXT  the same mechanisms, no TLS
 =================  ==============  ============================================
 
-Users (SCRAM-SHA-512 credentials stored at format time, PLAIN in the listener's
-JAAS): ``admin`` is a super user; every other user in :data:`USERS` is an
-ordinary principal that may do only what ACLs grant it (StandardAuthorizer,
+Users (SCRAM-SHA-256 and -512 credentials stored at format time, PLAIN in the
+listener's JAAS; OAUTHBEARER takes Apache Kafka's unsecured tokens, whose ``sub``
+claim is the principal: the test stand-in for an identity provider): ``admin``
+is a super user; every other user in :data:`USERS` is an ordinary principal
+that may do only what ACLs grant it (StandardAuthorizer,
 ``allow.everyone.if.no.acl.found=false``). TLS material is made with ``openssl``:
 one CA, a server certificate for ``127.0.0.1``/``localhost``, and a client
 certificate per user (for MTLS), all PEM (the broker reads PEM key and trust
-stores).
+stores); :meth:`SecureKRaftBroker.mm2` can also hand the client key and
+certificate over as a password-protected PKCS12 key store.
 
 :meth:`SecureKRaftBroker.client` gives confluent-kafka settings for a listener and
 user; :meth:`SecureKRaftBroker.mm2` gives the same as MM2-spelt cluster settings
@@ -51,6 +55,8 @@ PROTOCOL = {
 }
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,7 @@ class SecureKRaftBroker(KRaftBroker):
             "listener.name.mtls.ssl.client.auth": "required",
             # the DN as Java prints it (RFC 2253: CN=alice,O=mm-test) -> User:alice
             "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:ANONYMOUS;User:admin",
             "allow.everyone.if.no.acl.found": "false",
@@ -134,12 +140,18 @@ class SecureKRaftBroker(KRaftBroker):
             extra[f"listener.name.{name}.plain.sasl.jaas.config"] = (
                 f"{PLAIN_MODULE} required {plain_users};"
             )
-            extra[f"listener.name.{name}.scram-sha-512.sasl.jaas.config"] = (
-                f"{SCRAM_MODULE} required;"
+            for scram in ("scram-sha-256", "scram-sha-512"):
+                extra[f"listener.name.{name}.{scram}.sasl.jaas.config"] = (
+                    f"{SCRAM_MODULE} required;"
+                )
+            # no callback handler configured: Kafka validates unsecured tokens
+            extra[f"listener.name.{name}.oauthbearer.sasl.jaas.config"] = (
+                f"{OAUTH_MODULE} required;"
             )
         format_args: list[str] = []
         for user, password in self.passwords.items():
-            format_args += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
+            for scram in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                format_args += ["--add-scram", f"{scram}=[name={user},password={password}]"]
         super().__init__(workdir, extra=extra, format_args=format_args, wait=wait, timeout=timeout)
 
     def _listener_props(self) -> dict[str, object]:
@@ -177,7 +189,13 @@ class SecureKRaftBroker(KRaftBroker):
         if listener == "MTLS":
             conf["ssl.certificate.location"] = str(self.tls.client_certs[user])
             conf["ssl.key.location"] = str(self.tls.client_keys[user])
-        if listener.startswith("SASL"):
+        if listener.startswith("SASL") and mechanism == "OAUTHBEARER":
+            conf |= {
+                "sasl.mechanism": mechanism,
+                "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                "sasl.oauthbearer.config": f"principal={user}",
+            }
+        elif listener.startswith("SASL"):
             conf |= {
                 "sasl.mechanism": mechanism,
                 "sasl.username": user,
@@ -186,10 +204,16 @@ class SecureKRaftBroker(KRaftBroker):
         return conf
 
     def mm2(
-        self, alias: str, listener: str, user: str = "admin", mechanism: str = "SCRAM-SHA-512"
+        self,
+        alias: str,
+        listener: str,
+        user: str = "admin",
+        mechanism: str = "SCRAM-SHA-512",
+        keystore: str = "PEM",
     ) -> dict[str, str]:
         """MM2-spelt settings of cluster ``alias`` reaching ``listener`` as ``user``
-        (the Java client's keys, as in ``connect-mirror-maker.properties``)."""
+        (the Java client's keys, as in ``connect-mirror-maker.properties``); over MTLS
+        the client's key store is ``keystore``: ``PEM`` or ``PKCS12``."""
         props = {
             f"{alias}.bootstrap.servers": self.bootstrap_of(listener),
             f"{alias}.security.protocol": PROTOCOL[listener],
@@ -199,12 +223,26 @@ class SecureKRaftBroker(KRaftBroker):
                 f"{alias}.ssl.truststore.type": "PEM",
                 f"{alias}.ssl.truststore.location": str(self.tls.ca),
             }
-        if listener == "MTLS":
+        if listener == "MTLS" and keystore == "PKCS12":
+            path, password = self._client_pkcs12(user)
+            props |= {
+                f"{alias}.ssl.keystore.type": "PKCS12",
+                f"{alias}.ssl.keystore.location": str(path),
+                f"{alias}.ssl.keystore.password": password,
+            }
+        elif listener == "MTLS":
             props |= {
                 f"{alias}.ssl.keystore.type": "PEM",
                 f"{alias}.ssl.keystore.location": str(self._client_keystore(user)),
             }
-        if listener.startswith("SASL"):
+        if listener.startswith("SASL") and mechanism == "OAUTHBEARER":
+            props |= {
+                f"{alias}.sasl.mechanism": mechanism,
+                f"{alias}.sasl.jaas.config": (
+                    f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{user}";'
+                ),
+            }
+        elif listener.startswith("SASL"):
             module = SCRAM_MODULE if mechanism.startswith("SCRAM") else PLAIN_MODULE
             props |= {
                 f"{alias}.sasl.mechanism": mechanism,
@@ -213,6 +251,19 @@ class SecureKRaftBroker(KRaftBroker):
                 ),
             }
         return props
+
+    def _client_pkcs12(self, user: str) -> tuple[Path, str]:
+        """The user's key and certificate in a password-protected PKCS12 key store;
+        its password is in :attr:`passwords` as ``<user>.p12``."""
+        path = self.tls.client_certs[user].with_suffix(".p12")
+        password = self.passwords.setdefault(f"{user}.p12", secrets.token_hex(12))
+        if not path.exists():
+            _openssl(
+                "pkcs12", "-export", "-in", str(self.tls.client_certs[user]),
+                "-inkey", str(self.tls.client_keys[user]), "-out", str(path),
+                "-passout", f"pass:{password}", cwd=path.parent,
+            )  # fmt: skip
+        return path, password
 
     def _client_keystore(self, user: str) -> Path:
         """The user's key and certificate in one PEM file (a Java PEM key store)."""
