@@ -76,6 +76,10 @@ def build_spark(app_name: str, spark_conf: Mapping[str, str]) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MM_SPARK_LOG_LEVEL", "WARN"))
+    if "MM_SPARK_LOG_LEVEL" not in os.environ:
+        from mm.spark_errors import quiet_task_failures
+
+        quiet_task_failures(spark)  # mm reports a failed task in one line
     from mm.spark_daemon import quiet_accumulator_server
 
     quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))

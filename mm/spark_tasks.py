@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from mm.config import MirrorConfig
 from mm.errors import MirrorError
+from mm.spark_errors import without_class, worker_error_line
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -46,8 +47,8 @@ def run_python_tasks(
     except MirrorError:
         raise
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MirrorError(f"the Spark job failed: {first}; {after_failure}") from exc
+        line = without_class(worker_error_line(exc))
+        raise MirrorError(f"the Spark job failed: {line}; {after_failure}") from exc
     finally:
         if spark_factory is None:
             spark.stop()

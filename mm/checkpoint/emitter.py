@@ -166,6 +166,7 @@ class FlowCheckpointer:
         where = flow.target if flow.offset_syncs_topic_location == "target" else flow.source
         self.syncs_consumer_conf = dict(cfg.cluster(where).librdkafka("consumer"))
         self.syncs_profile = cfg.cluster(where).profile
+        self.syncs_cluster = where
         self.syncs_topic = offset_syncs_topic(flow)
         self.checkpoints_topic = self.policy.checkpoints_topic(flow.source)
         self.state_group = state_group(flow)

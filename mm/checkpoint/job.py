@@ -30,6 +30,7 @@ from mm.errors import MirrorError
 from mm.logs import get_logger, quiet_spark_shutdown
 from mm.signals import stop_on_signals
 from mm.source.job import SharedRun
+from mm.spark_errors import without_class, worker_error_line
 
 
 def run_checkpoint(
@@ -74,6 +75,7 @@ def _run(
     session: Any = None,
 ) -> dict[str, tuple[CheckpointStats, bool]]:
     from mm.checkpoint.reader import (
+        OPTION_CLUSTER,
         OPTION_CONSUMER,
         OPTION_MAX_PER_BATCH,
         OPTION_PROFILE,
@@ -112,6 +114,7 @@ def _run(
                 .option(OPTION_CONSUMER, json.dumps(w.syncs_consumer_conf))
                 .option(OPTION_TOPIC, w.syncs_topic)
                 .option(OPTION_PROFILE, w.syncs_profile.name)
+                .option(OPTION_CLUSTER, w.syncs_cluster)
                 .option(OPTION_START, json.dumps(w.snap.syncs_next))
                 .option(OPTION_MAX_PER_BATCH, max_per_batch)
                 .load()
@@ -171,7 +174,9 @@ def _await(q: Any, timeout: float | None = None) -> bool:
     try:
         return bool(q.awaitTermination(timeout) if timeout is not None else q.awaitTermination())
     except StreamingQueryException as exc:
-        raise MirrorError(f"query {q.name} failed: {_root_cause(exc)}") from exc
+        raise MirrorError(
+            f"query {q.name} failed: {without_class(worker_error_line(exc))}"
+        ) from exc
 
 
 def _run_continuous(
@@ -187,11 +192,3 @@ def _run_continuous(
         _await(queries[0], step)
         for w in workers:
             w.tick_if_due()
-
-
-def _root_cause(exc: Any) -> str:
-    text = str(exc)
-    for line in reversed(text.splitlines()):
-        if "Error:" in line and ("mm." in line or "Kafka" in line or "Mirror" in line):
-            return line.strip()
-    return text.splitlines()[0] if text else repr(exc)

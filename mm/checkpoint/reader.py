@@ -42,6 +42,7 @@ OPTION_TOPIC = "topic"
 OPTION_START = "start.offsets"
 OPTION_MAX_PER_BATCH = "max.syncs.per.batch"
 OPTION_PROFILE = "broker.profile"
+OPTION_CLUSTER = "cluster"  # the alias of the cluster holding the topic, for messages
 
 SYNC_ROW_SCHEMA = (
     "topic string, partition int, upstream long, downstream long, offset long, error string, "
@@ -136,6 +137,7 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.consumer_conf: dict[str, Any] = json.loads(options[OPTION_CONSUMER])
         self.topic = options[OPTION_TOPIC]
         self.profile_name = options.get(OPTION_PROFILE, "kafka")
+        self.cluster = options.get(OPTION_CLUSTER, "")
         self._start: dict[str, int] = {
             str(k): int(v) for k, v in json.loads(options.get(OPTION_START) or "{}").items()
         }
@@ -144,11 +146,12 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._log_starts: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"consumer_conf": self.consumer_conf, "topic": self.topic}
+        return {"consumer_conf": self.consumer_conf, "topic": self.topic, "cluster": self.cluster}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.consumer_conf = state["consumer_conf"]
         self.topic = state["topic"]
+        self.cluster = state.get("cluster", "")
 
     # --- planning (driver side) ---------------------------------------------------
     def _partitions(self) -> list[int]:
@@ -251,7 +254,8 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
                             return  # the rest of the range is transaction markers
-                        raise wrap(KafkaException(err), f"fetch {partition.topic}")
+                        on = f" on cluster {self.cluster}" if self.cluster else ""
+                        raise wrap(KafkaException(err), f"fetch {partition.topic}{on}")
                     off: int = m.offset()  # type: ignore[assignment]  # set on fetched messages
                     if off >= partition.end:
                         return

@@ -48,6 +48,7 @@ from mm.backup.groups import OffsetRun
 from mm.backup.layout import PartitionRef
 from mm.backup.segment import SegmentRow, iter_segment_rows
 from mm.backup.storage import Storage, open_storage
+from mm.kafka.txn import transaction_error
 from mm.restore.plan import (
     current_runs,
     lost_mapping_message,
@@ -207,7 +208,10 @@ class _Run:
         if self.producer is not None:
             # an open transaction (a failure mid-way) is aborted by the next
             # init_transactions of this id, or by the broker's transaction timeout
-            self.producer.flush(0)
+            try:
+                self.producer.flush(0)
+            except KafkaException:
+                pass  # a producer a failure left fatal: that failure is the one reported
 
     def restore(self) -> None:
         ctx, task = self.ctx, self.task
@@ -360,9 +364,16 @@ class _Run:
             )
         left = producer.flush(ctx.timeout)
         if left or ends.error is not None:
+            error = ends.error
+            if error is not None and error.code() == KafkaError._PURGE_QUEUE:
+                error = transaction_error(producer) or error  # the cause, not the purge
             raise RestoreError(
                 f"write to {self.where}: "
-                + (str(ends.error) if ends.error else f"{left} records unacknowledged")
+                + (
+                    f"{error.str()} (code={error.name()})"
+                    if error is not None
+                    else f"{left} records unacknowledged"
+                )
             )
         if held is None:  # one record: its callback was the first's
             ends.last = ends.first

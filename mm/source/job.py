@@ -26,6 +26,7 @@ from mm.signals import stop_on_signals
 from mm.source.refused import refusal_message
 from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
 from mm.source.topics import TopicMirrorPlanner
+from mm.spark_errors import worker_error_line
 
 # The offset-syncs topic is NOT compacted (MM2 compacts it): exact translation of a
 # group needs every sync between its offset and the head, and compaction keeps one
@@ -472,7 +473,7 @@ def _run_flows(
                     failing_since.pop(name, None)
                     backoff.pop(name, None)
                 since = failing_since.setdefault(name, now)
-                cause = _root_cause(exc)
+                cause = worker_error_line(exc)
                 refusal = refusal_message(name, cause)
                 if refusal is not None:  # no retry can help before an operator acts
                     raise MirrorError(refusal)
@@ -551,14 +552,3 @@ def _stop_session(spark: Any, log: Any) -> None:
         spark.stop()
     except Exception as exc:  # its JVM is gone already
         log.debug("Spark did not stop cleanly", error=str(exc).splitlines()[:1])
-
-
-def _root_cause(exc: Any) -> str:
-    text = str(exc)
-    # surface our own error line from the Python worker traceback when present
-    for line in reversed(text.splitlines()):
-        if ("Error:" in line or "Exception:" in line) and (
-            "mm." in line or "Kafka" in line or "Mirror" in line
-        ):
-            return line.strip()
-    return text.splitlines()[0] if text else repr(exc)

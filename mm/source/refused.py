@@ -1,6 +1,6 @@
 """A mirror query's failure that no restart can cure: the cluster refused the
 principal (an ACL missing, credentials rejected). Pure: the driver passes the
-worker error's line, as :func:`mm.source.job._root_cause` found it."""
+worker error's line, as :func:`mm.spark_errors.worker_error_line` found it."""
 
 from __future__ import annotations
 

@@ -69,6 +69,7 @@ from mm_client.records import SYNC_WRITER_HEADER, TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
 from mm.kafka.errors import wrap
+from mm.kafka.txn import transaction_error
 from mm.source.clients import DEFAULT_CLIENTS, MirrorClients
 from mm.source.runs import RunTracker
 from mm.source.spec import FlowRuntime, RangeSpec
@@ -1192,7 +1193,7 @@ def _commit(
     if remaining or delivery.error is not None or (tracker.count and delivery.first < 0):
         error = delivery.error
         if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-            error = _transaction_error(producer) or error
+            error = transaction_error(producer) or error
         _abort(producer)
         code = error.name() if error else "_TIMED_OUT"
         raise KafkaOperationError(
@@ -1271,23 +1272,6 @@ def _commit_with_syncs(
         if err is not None and err.txn_requires_abort():
             _abort(producer)
         raise wrap(exc, f"commit transaction for {where}") from exc
-
-
-def _transaction_error(producer: Producer) -> KafkaError | None:
-    """The error that failed the open transaction, if one did.
-
-    librdkafka purges a failed transaction's records, so their delivery reports
-    say only _PURGE_QUEUE; the cause (a topic the principal may not write, say) is
-    kept in the producer's transaction state, which any transactional call outside
-    its allowed states reports. Beginning a transaction inside one changes nothing.
-    """
-    try:
-        producer.begin_transaction()
-    except KafkaException as exc:
-        err = kafka_error(exc)
-        if err is not None and err.code() != KafkaError._STATE:
-            return err
-    return None
 
 
 def _abort(producer: Producer) -> None:

@@ -151,7 +151,7 @@ class _FlowCollector:
 
         # source side: bounds, newest record, first record not mirrored yet
         src_bounds = reads.bounds(self.src_consumer, keys, t, self.src_profile)
-        src_newest = reads.newest_records(self.src_consumer, src_bounds, t)
+        src_newest = reads.newest_records(self.src_consumer, src_bounds, t, flow.source)
 
         # target side: mirrored partitions and the heartbeats copy
         hb_topic = self.policy.format_remote_topic(flow.source, self.policy.heartbeats_topic())
@@ -163,7 +163,7 @@ class _FlowCollector:
         tgt_keys |= {(hb_topic, p) for p in range(tgt_topics.get(hb_topic, 0))}
         tgt_bounds = reads.bounds(self.tgt_consumer, sorted(tgt_keys), t, self.tgt_profile)
         now = now_ms()
-        tgt_newest = reads.newest_records(self.tgt_consumer, tgt_bounds, t)
+        tgt_newest = reads.newest_records(self.tgt_consumer, tgt_bounds, t, flow.target)
 
         starts: dict[Key, int] = {}
         for k in keys:
@@ -192,7 +192,7 @@ class _FlowCollector:
             st.partitions.append(part)
         if starts:
             firsts = reads.first_records(
-                self.src_consumer, starts, {k: src_bounds[k][1] for k in starts}, t
+                self.src_consumer, starts, {k: src_bounds[k][1] for k in starts}, t, flow.source
             )
             for part in st.partitions:
                 k = (part.topic, part.partition)
@@ -287,7 +287,9 @@ class _FlowCollector:
         newest_cp: dict[str, dict[tuple[str, int], Checkpoint]] = {}
         for k in keys:
             lo, hi = b[k]
-            for rec in reads.all_records(self.tgt_consumer, k, max(lo, hi - self.scan), hi, t):
+            for rec in reads.all_records(
+                self.tgt_consumer, k, max(lo, hi - self.scan), hi, t, flow.target
+            ):
                 try:
                     cp = Checkpoint.from_bytes(rec.key, rec.value)
                 except RecordDecodeError as exc:
@@ -353,7 +355,7 @@ class _FlowCollector:
             return
         keys = [(topic, p) for p in range(topics[topic])]
         b = reads.bounds(conf, keys, self.timeout, profile)
-        newest = reads.newest_records(conf, b, self.timeout)
+        newest = reads.newest_records(conf, b, self.timeout, st.offset_syncs_cluster)
         now = now_ms()
         ages = [a for a in (_age(now, r) for r in newest.values()) if a is not None]
         st.offset_syncs_age_ms = min(ages) if ages else None

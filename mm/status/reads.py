@@ -84,6 +84,7 @@ def _read(
     ends: Mapping[Key, int],
     keep: Literal["first", "last", "all"],
     timeout: float,
+    cluster: str = "",
 ) -> dict[Key, list[Rec]]:
     """Records of each partition from ``starts`` until EOF or ``ends`` (exclusive).
 
@@ -116,7 +117,8 @@ def _read(
                         finished.append(k)
                         pending.discard(k)
                         continue
-                    raise wrap(KafkaException(err), f"fetch {k[0]}[{k[1]}]")
+                    on = f" on cluster {cluster}" if cluster else ""
+                    raise wrap(KafkaException(err), f"fetch {k[0]}[{k[1]}]{on}")
                 off = int(m.offset() or 0)
                 ts_type, ts = m.timestamp()
                 rec = Rec(
@@ -142,6 +144,7 @@ def newest_records(
     consumer_conf: Mapping[str, Any],
     bounds_: Mapping[Key, tuple[int, int]],
     timeout: float,
+    cluster: str = "",
 ) -> dict[Key, Rec | None]:
     """The last (committed) record of each partition, None when it holds none.
 
@@ -160,6 +163,7 @@ def newest_records(
             {k: bounds_[k][1] for k in pending},
             "last",
             max(0.5, deadline - time.monotonic()),
+            cluster,
         )
         for k in list(pending):
             if got[k]:
@@ -177,16 +181,22 @@ def first_records(
     starts: Mapping[Key, int],
     ends: Mapping[Key, int],
     timeout: float,
+    cluster: str = "",
 ) -> dict[Key, Rec | None]:
     """The first (committed) record at or after ``starts[k]`` and before ``ends[k]``."""
-    got = _read(consumer_conf, starts, ends, "first", timeout)
+    got = _read(consumer_conf, starts, ends, "first", timeout, cluster)
     return {k: (v[0] if v and v[0].offset < ends[k] else None) for k, v in got.items()}
 
 
 def all_records(
-    consumer_conf: Mapping[str, Any], key: Key, start: int, end: int, timeout: float
+    consumer_conf: Mapping[str, Any],
+    key: Key,
+    start: int,
+    end: int,
+    timeout: float,
+    cluster: str = "",
 ) -> list[Rec]:
-    return _read(consumer_conf, {key: start}, {key: end}, "all", timeout)[key]
+    return _read(consumer_conf, {key: start}, {key: end}, "all", timeout, cluster)[key]
 
 
 def group_offsets(

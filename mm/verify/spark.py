@@ -90,5 +90,13 @@ def digest_ranges(spark: Any, tasks: Sequence[RangeTask]) -> list[RangeDigests]:
         return []
     sc = spark.sparkContext
     fn: Callable[[RangeTask], RangeDigests] = digest_range
-    result: list[RangeDigests] = sc.parallelize(list(tasks), len(tasks)).map(fn).collect()
+    try:
+        result: list[RangeDigests] = sc.parallelize(list(tasks), len(tasks)).map(fn).collect()
+    except Exception as exc:  # a task's error (a refused read, say), in its own words
+        from mm.errors import MirrorError
+        from mm.spark_errors import without_class, worker_error_line
+
+        raise MirrorError(
+            f"reading the records failed: {without_class(worker_error_line(exc))}"
+        ) from exc
     return result

@@ -723,15 +723,17 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
                 *_rights(G, group, [op.DESCRIBE]),
                 *_rights(T, topic, [op.DESCRIBE]),
                 *_rights(T, "mm2-offset-syncs.B.internal", [*read, op.DESCRIBE_CONFIGS]),
+                *readers,
             ],
             [
                 *_rights(T, "A.checkpoints.internal", [op.CREATE, op.WRITE, *read]),
                 *mirror_group,
+                *readers,
             ],
         ),
         "status": (
-            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE])],
-            [*_rights(T, "A.", read, prefixed=True), *mirror_group],
+            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE]), *readers],
+            [*_rights(T, "A.", read, prefixed=True), *mirror_group, *readers],
         ),
         "verify": (
             [
@@ -779,6 +781,35 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
     return rows[job]
 
 
+# per job, the right of its row taken away first: (cluster, (resource, operation))
+_TAKEN = {
+    "checkpoint": ("A", ("mm2-offset-syncs.B.internal", AclOperation.READ)),
+    "status": ("B", ("A.", AclOperation.READ)),
+    "verify": ("B", ("__mm-", AclOperation.DESCRIBE)),
+    "switchover": ("B", ("{group}", AclOperation.READ)),
+    "failover": ("B", ("A.checkpoints.internal", AclOperation.READ)),
+    "failback": ("A", ("{topic}", AclOperation.READ)),
+    "backup": ("A", ("{topic}", AclOperation.READ)),
+    "restore": ("B", ("r.", AclOperation.WRITE)),
+}
+
+
+def _assert_refused_in_words(job: str, run: Any, resource: str, cluster: list[str]) -> None:
+    """``run`` failed (exit 1) and says so without a trace: its words name the resource
+    refused, the cluster (by alias, or as mm_client names it: its bootstrap servers)
+    and the refusal."""
+    assert run.returncode == 1, (job, run.output[-6000:])
+    assert "Traceback" not in run.output, (job, run.output[-6000:])
+    said = [
+        line
+        for line in run.output.splitlines()
+        if "AUTHORIZATION_FAILED" in line
+        and resource in line
+        and any(f"on cluster {c}" in line or f" on {c}" in line for c in cluster)
+    ]
+    assert said, (job, resource, cluster, run.output[-6000:])
+
+
 class _Granted:
     """Grants ``User:mm`` one job's ACLs on A and B for a ``with`` block, then takes them
     back (the brokers are the module's: later tests expect User:mm to hold no right)."""
@@ -802,9 +833,12 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
     secured: dict[str, SecureKRaftBroker], tmp_path: Path
 ) -> None:
     """After a mirror (run by the super user), each DR-day command runs as ``User:mm``
-    (SCRAM over SASL_SSL on both clusters) holding only the ACLs docs/security.md
-    lists for it, each exiting as it does for the super user: checkpoint, status,
-    verify, switchover, failover, failback, backup, restore."""
+    (SCRAM over SASL_SSL on both clusters): first holding its docs/security.md row but
+    one right (:data:`_TAKEN`), refused in one traceback-free line naming the resource,
+    the cluster and the refusal; then holding exactly its row, exiting as it does for
+    the super user: checkpoint, status, verify, switchover, failover, failback,
+    backup, restore. Before: verify's refused reader ended in a traceback, and the
+    restore's in a failed Spark job naming an invalid transaction state."""
     a, b = secured["A"], secured["B"]
     topic = f"orders-{uuid.uuid4().hex[:6]}"
     group = f"billing-{uuid.uuid4().hex[:6]}"
@@ -846,7 +880,20 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
     admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
 
     def as_mm(job: str, *args: str) -> Any:
-        with _Granted(admins, _job_acls(job, topic, group)):
+        on_a, on_b = _job_acls(job, topic, group)
+        # first without one right of its row: refused, in words naming what
+        alias, (resource, operation) = _TAKEN[job]
+        name = resource.format(topic=topic, group=group)
+        kept = [
+            [x for x in acls if not (side == alias and (x.name, x.operation) == (name, operation))]
+            for side, acls in (("A", on_a), ("B", on_b))
+        ]
+        assert sum(map(len, kept)) == len(on_a) + len(on_b) - 1, (job, kept)
+        with _Granted(admins, (kept[0], kept[1])):
+            refused = run_mm(config, job, *args, timeout=180)
+        names = [alias, secured[alias].bootstrap_of("SASL_SSL")]
+        _assert_refused_in_words(job, refused, name.removesuffix("."), names)
+        with _Granted(admins, (on_a, on_b)):
             run = run_mm(config, job, *args, timeout=180)
         assert run.returncode == 0, (job, run.output[-6000:])
         return json.loads(run.stdout) if "--json" in args else run
