@@ -708,15 +708,17 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
     mirror_group = _rights(G, "__mm.mirror.A.B", [op.DESCRIBE])
     # mm's own throwaway readers (never joined, never committed): the coordinator lookup
     readers = _rights(G, "__mm-", [op.DESCRIBE], prefixed=True)
-    failover_b = [
+    switchover_b = [
         *_rights(T, "A.checkpoints.internal", read),
         *_rights(T, "mm-mirror-ends.A.internal", read),
         *_rights(T, f"A.{topic}", read),
         *mirror_group,
-        *_rights(T, "mm-failover-points.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
         *_rights(G, group, read),
         *readers,
     ]
+    # the failover also records its point (a switchover does not: a run without
+    # this right moved the group)
+    points = _rights(T, "mm-failover-points.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE])
     rows = {
         "checkpoint": (
             [
@@ -745,9 +747,9 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
         ),
         "switchover": (
             [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE]), *readers],
-            failover_b,
+            switchover_b,
         ),
-        "failover": ([], failover_b),
+        "failover": ([], [*switchover_b, *points]),
         "failback": (
             [*_rights(T, topic, read), *_rights(G, group, read), *readers],
             [
