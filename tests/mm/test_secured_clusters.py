@@ -477,36 +477,41 @@ def test_mirror_as_a_principal_holding_only_its_listed_acls(
     _create(a, topic, PARTITIONS)
     values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
     _produce(a.client("SASL_SSL"), topic, values)
-    on_a, on_b = _mirror_acls(topic)
+    mirror = _mirror_as_mm(secured, tmp_path, topic, _mirror_acls(topic))
+    assert mirror.returncode == 0, mirror.output[-6000:]
+    assert "authorization failed" not in mirror.output.lower(), mirror.output[-6000:]
+    got = _read(b.client("SASL_SSL"), f"A.{topic}", PARTITIONS, RECORDS)
+    assert sorted(got) == sorted(values)
+
+
+def _mirror_as_mm(
+    secured: dict[str, SecureKRaftBroker],
+    tmp_path: Path,
+    topic: str,
+    acls: tuple[list[AclBinding], list[AclBinding]],
+) -> Any:
+    """`mm mirror --once` of ``topic`` as ``User:mm`` (SCRAM over SASL_SSL on both
+    clusters; topic ACL sync, heartbeats and checkpoints off) holding ``acls`` (on A,
+    on B) for the run only (the brokers are the module's: later tests expect User:mm
+    to hold no right)."""
+    a, b = secured["A"], secured["B"]
     admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
-    for alias, acls in (("A", on_a), ("B", on_b)):
-        for future in admins[alias].create_acls(acls).values():
-            future.result(30)
-    try:
-        config = _config(
-            tmp_path,
-            a.mm2("A", "SASL_SSL", "mm"),
-            b,
-            topic,
-            "none",
-            b_listener="SASL_SSL",
-            b_user="mm",
-            extra={
-                "A->B.sync.topic.acls.enabled": "false",
-                "A->B.emit.heartbeats.enabled": "false",
-                "A->B.emit.checkpoints.enabled": "false",
-            },
-        )
-        mirror = run_mm(config, "mirror", "--once", timeout=180)
-        assert mirror.returncode == 0, mirror.output[-6000:]
-        assert "authorization failed" not in mirror.output.lower(), mirror.output[-6000:]
-        got = _read(b.client("SASL_SSL"), f"A.{topic}", PARTITIONS, RECORDS)
-        assert sorted(got) == sorted(values)
-    finally:
-        # the brokers are the module's: later tests expect User:mm to hold no right
-        for alias, acls in (("A", on_a), ("B", on_b)):
-            for future in admins[alias].delete_acls([_exactly(x) for x in acls]).values():
-                future.result(30)
+    config = _config(
+        tmp_path,
+        a.mm2("A", "SASL_SSL", "mm"),
+        b,
+        topic,
+        "none",
+        b_listener="SASL_SSL",
+        b_user="mm",
+        extra={
+            "A->B.sync.topic.acls.enabled": "false",
+            "A->B.emit.heartbeats.enabled": "false",
+            "A->B.emit.checkpoints.enabled": "false",
+        },
+    )
+    with _Granted(admins, acls):
+        return run_mm(config, "mirror", "--once", timeout=180)
 
 
 def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message_says(
@@ -652,33 +657,14 @@ def test_mirror_refused_one_listed_acl_stops_at_once_in_one_line(
     on_a, on_b = _mirror_acls(topic)
     alias, index = dropped
     taken = (on_a if alias == "A" else on_b)[index]
-    grants = {"A": [x for x in on_a if x is not taken], "B": [x for x in on_b if x is not taken]}
-    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
-    for name, acls in grants.items():
-        for future in admins[name].create_acls(acls).values():
-            future.result(30)
-    try:
-        config = _config(
-            tmp_path,
-            a.mm2("A", "SASL_SSL", "mm"),
-            b,
-            topic,
-            "none",
-            b_listener="SASL_SSL",
-            b_user="mm",
-            extra={
-                "A->B.sync.topic.acls.enabled": "false",
-                "A->B.emit.heartbeats.enabled": "false",
-                "A->B.emit.checkpoints.enabled": "false",
-            },
-        )
-        started = time.monotonic()
-        mirror = run_mm(config, "mirror", "--once", timeout=150)
-        took = time.monotonic() - started
-    finally:
-        for name, acls in grants.items():
-            for future in admins[name].delete_acls([_exactly(x) for x in acls]).values():
-                future.result(30)
+    started = time.monotonic()
+    mirror = _mirror_as_mm(
+        secured,
+        tmp_path,
+        topic,
+        ([x for x in on_a if x is not taken], [x for x in on_b if x is not taken]),
+    )
+    took = time.monotonic() - started
     assert mirror.returncode == 1, mirror.output[-6000:]
     errors = [line for line in mirror.stderr.splitlines() if line.startswith("mm mirror: error:")]
     assert len(errors) == 1, mirror.output[-6000:]
@@ -865,27 +851,14 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
         "backup.cluster": "A",
         "backup.path": tmp_path / "backup",
     }
-    (tmp_path / "admin").mkdir()
-    (tmp_path / "mm").mkdir()
-    admin_config = _config(
-        tmp_path / "admin",
-        a.mm2("A", "SASL_SSL", "admin"),
-        b,
-        topic,
-        group,
-        "SASL_SSL",
-        extra=common,
-    )
-    config = _config(
-        tmp_path / "mm",
-        a.mm2("A", "SASL_SSL", "mm"),
-        b,
-        topic,
-        group,
-        "SASL_SSL",
-        extra=common,
-        b_user="mm",
-    )
+    configs = {}  # one state dir: the super user's mirror, then User:mm's jobs
+    for user in ("admin", "mm"):
+        (tmp_path / user).mkdir()
+        configs[user] = _config(
+            tmp_path / user, a.mm2("A", "SASL_SSL", user), b, topic, group, "SASL_SSL",
+            extra=common, b_user=user,
+        )  # fmt: skip
+    admin_config, config = configs["admin"], configs["mm"]
     mirror = run_mm(admin_config, "mirror", "--once")
     assert mirror.returncode == 0, mirror.output[-6000:]
     admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
