@@ -431,15 +431,7 @@ def _assert_no_password(root: Path, config: Path, passwords: list[str], *outputs
 def _mirror_acls(topic: str) -> tuple[list[AclBinding], list[AclBinding]]:
     """What `mm mirror` needs as ``User:mm`` for flow A->B of ``topic`` (offset syncs on
     A, topic ACL sync and heartbeats off), on A and on B: docs/security.md's row."""
-
-    def allow(
-        res: ResourceType, name: str, ops: list[AclOperation], prefixed: bool = False
-    ) -> list[AclBinding]:
-        pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
-        return [
-            AclBinding(res, name, pattern, "User:mm", "*", op, AclPermissionType.ALLOW)
-            for op in ops
-        ]
+    allow = _rights
 
     op = AclOperation
     on_a = [
