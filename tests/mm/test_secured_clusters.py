@@ -338,13 +338,7 @@ def test_the_dr_day_on_a_secured_pair(
     from support.mirror import running_job
 
     a, b = secured["A"], secured["B"]
-    topic = f"orders-{uuid.uuid4().hex[:6]}"
-    group = f"billing-{uuid.uuid4().hex[:6]}"
-    _create(a, topic, PARTITIONS)
-    values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
-    _produce(a.client("SASL_SSL"), topic, values)
-    committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
-    commit_admin(a.bootstrap, group, topic, committed)  # the operator's PLAINTEXT listener
+    topic, group, values, committed = _orders_and_a_group(a)
     config = _config(
         tmp_path,
         a.mm2("A", listener, "admin"),
@@ -414,6 +408,19 @@ def test_the_dr_day_on_a_secured_pair(
 
     passwords = [*a.passwords.values(), *b.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, job.final_output)
+
+
+def _orders_and_a_group(a: SecureKRaftBroker) -> tuple[str, str, list[bytes], dict[int, int]]:
+    """A new topic on A with :data:`RECORDS` records and a group that read part of it:
+    (topic, group, the values, the group's committed offsets)."""
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    group = f"billing-{uuid.uuid4().hex[:6]}"
+    _create(a, topic, PARTITIONS)
+    values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
+    _produce(a.client("SASL_SSL"), topic, values)
+    committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
+    commit_admin(a.bootstrap, group, topic, committed)  # the operator's PLAINTEXT listener
+    return topic, group, values, committed
 
 
 def _assert_no_password(root: Path, config: Path, passwords: list[str], *outputs: str) -> None:
@@ -826,13 +833,7 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
     backup, restore. Before: verify's refused reader ended in a traceback, and the
     restore's in a failed Spark job naming an invalid transaction state."""
     a, b = secured["A"], secured["B"]
-    topic = f"orders-{uuid.uuid4().hex[:6]}"
-    group = f"billing-{uuid.uuid4().hex[:6]}"
-    _create(a, topic, PARTITIONS)
-    values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
-    _produce(a.client("SASL_SSL"), topic, values)
-    committed = {0: 40, 1: 77, 2: RECORDS // PARTITIONS}
-    commit_admin(a.bootstrap, group, topic, committed)
+    topic, group, values, committed = _orders_and_a_group(a)
     common = {
         "A->B.sync.topic.acls.enabled": "false",
         "A->B.emit.heartbeats.enabled": "false",
