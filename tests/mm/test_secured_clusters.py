@@ -376,12 +376,7 @@ def test_the_dr_day_on_a_secured_pair(
 
     # the DR day on the same clusters: the record-level audit, a switchover proven by
     # content, a failover point, and failback's divergence read from A
-    verify = run_mm(config, "verify", "--json")
-    assert verify.returncode == 0, verify.output[-6000:]
-    report = json.loads(verify.stdout)
-    assert report["ok"], report
-    parts = [p for p in report["flows"][0]["partitions"] if p["topic"] == topic]
-    assert sum(p["records_matched"] for p in parts) == RECORDS, parts
+    _assert_verified(config, topic)
     switch = run_mm(config, "switchover", "--groups", group, "--settle", "1", "--json")
     assert switch.returncode == 0, switch.output[-6000:]
     report = json.loads(switch.stdout)
@@ -408,6 +403,18 @@ def test_the_dr_day_on_a_secured_pair(
 
     passwords = [*a.passwords.values(), *b.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, job.final_output)
+
+
+def _assert_verified(config: Path, topic: str) -> Any:
+    """`mm verify` passes and matched every record of ``topic``; returns its run."""
+    verify = run_mm(config, "verify", "--json")
+    assert verify.returncode == 0, verify.output[-6000:]
+    report = json.loads(verify.stdout)
+    assert report["ok"], report
+    # the module's A may hold a heartbeats topic (other tests wrote it): mirrored too
+    parts = [p for p in report["flows"][0]["partitions"] if p["topic"] == topic]
+    assert sum(p["records_matched"] for p in parts) == RECORDS, parts
+    return verify
 
 
 def _orders_and_a_group(a: SecureKRaftBroker) -> tuple[str, str, list[bytes], dict[int, int]]:
@@ -942,13 +949,7 @@ def test_the_other_mechanisms_carry_the_mirror_the_audit_and_the_status(
     assert mirror.returncode == 0, mirror.output[-6000:]
     got = _read(b.client("SASL_SSL"), f"A.{topic}", PARTITIONS, RECORDS)
     assert sorted(got) == sorted(values)
-    verify = run_mm(config, "verify", "--json")
-    assert verify.returncode == 0, verify.output[-6000:]
-    report = json.loads(verify.stdout)
-    assert report["ok"], report
-    # the module's A may hold a heartbeats topic (other tests wrote it): mirrored too
-    parts = [p for p in report["flows"][0]["partitions"] if p["topic"] == topic]
-    assert sum(p["records_matched"] for p in parts) == RECORDS, parts
+    verify = _assert_verified(config, topic)
     status = run_mm(config, "status", "--json")
     assert status.returncode == 0, status.output[-6000:]
     flows = json.loads(status.stdout)["flows"]
