@@ -165,13 +165,15 @@ def _config(
     b_listener: str = "MTLS",
     extra: dict[str, object] | None = None,
     b_user: str = "admin",
+    b_settings: dict[str, str] | None = None,
 ) -> Path:
     """Flow A->B of ``topic`` and ``group``: A reached with ``a_settings``, B over
-    ``b_listener`` as ``b_user`` (its super user), as an MM2 file spells them."""
+    ``b_listener`` as ``b_user`` (its super user), or with ``b_settings``, as an MM2
+    file spells them."""
     props: dict[str, object] = {
         "clusters": "A, B",
         **a_settings,
-        **b.mm2("B", b_listener, b_user),
+        **(b_settings or b.mm2("B", b_listener, b_user)),
         "A->B.enabled": "true",
         "A->B.topics": topic,
         "A->B.groups": group,
@@ -927,24 +929,17 @@ def test_the_other_mechanisms_carry_the_mirror_the_audit_and_the_status(
     values = [f"order-{i:04d}".encode() for i in range(RECORDS)]
     _produce(a.client("SASL_SSL"), topic, values)
     (a_listener, a_mech, _), (b_listener, b_mech, b_store) = a_side, b_side
-    props: dict[str, object] = {
-        "clusters": "A, B",
-        **a.mm2("A", a_listener, "admin", a_mech or "SCRAM-SHA-512"),
-        **b.mm2("B", b_listener, "admin", b_mech or "SCRAM-SHA-512", keystore=b_store),
-        "A->B.enabled": "true",
-        "A->B.topics": topic,
-        "A->B.groups": "none",
-        "replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "mm.state.dir": tmp_path / "state",
-        "spark.master": "local[2]",
+    config = _config(
+        tmp_path,
+        a.mm2("A", a_listener, "admin", a_mech or "SCRAM-SHA-512"),
+        b,
+        topic,
+        "none",
+        b_settings=b.mm2("B", b_listener, "admin", b_mech or "SCRAM-SHA-512", keystore=b_store),
         # the module's A may hold old heartbeats (other tests wrote them): mirrored,
         # they read as minutes of latency and `mm status` would alert
-        "mm.alert.replication.latency.ms": 3_600_000,
-    }
-    config = write_properties(tmp_path / "connect-mirror-maker.properties", props)
+        extra={"mm.alert.replication.latency.ms": 3_600_000},
+    )
     mirror = run_mm(config, "mirror", "--once")
     assert mirror.returncode == 0, mirror.output[-6000:]
     got = _read(b.client("SASL_SSL"), f"A.{topic}", PARTITIONS, RECORDS)
