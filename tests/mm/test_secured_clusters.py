@@ -734,7 +734,14 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
             ],
         ),
         "status": (
-            [*_rights(T, topic, read), *_rights(G, group, [op.DESCRIBE]), *readers],
+            # heartbeats: MM2's policy mirrors them with every flow, and status reads the
+            # age of every mirrored topic's newest record
+            [
+                *_rights(T, topic, read),
+                *_rights(T, "heartbeats", read),
+                *_rights(G, group, [op.DESCRIBE]),
+                *readers,
+            ],
             [*_rights(T, "A.", read, prefixed=True), *mirror_group, *readers],
         ),
         "verify": (
