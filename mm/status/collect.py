@@ -11,8 +11,9 @@ Per flow X->Y, in this order:
    first record not mirrored yet where the mirror is behind (record age);
 4. the newest record of every target partition and of ``X.heartbeats`` on Y
    (replication latency);
-5. the newest checkpoint records per group in ``X.checkpoints.internal`` on Y,
-   compared with the groups' committed offsets on X;
+5. the newest checkpoint records per group in ``X.checkpoints.internal`` on Y, of
+   the groups the flow checkpoints (its group filters), compared with the groups'
+   committed offsets on X;
 6. the newest record of the offset-syncs topic;
 7. the checkpoint job's report (``<mm.state.dir>/checkpoint/X-Y/report.json``,
    when readable here): holes in the translation history and conservative
@@ -31,6 +32,7 @@ from mm_client.kafka.errors import wrap
 from mm_client.records import Checkpoint, Heartbeat
 
 from mm.checkpoint import snapshot
+from mm.checkpoint.emitter import tracked_group
 from mm.config import FlowConfig, MirrorConfig
 from mm.config.settings import SETTINGS
 from mm.errors import MirrorError, RecordDecodeError
@@ -301,6 +303,10 @@ class _FlowCollector:
                         )
                     continue
                 g = cp.consumer_group
+                if not tracked_group(flow, g):
+                    # another flow's (or an older filter's) group: not this flow's to
+                    # report, and its principal may not be allowed to describe it
+                    continue
                 if rec.timestamp is not None:
                     prev = newest_ts.get(g)
                     newest_ts[g] = rec.timestamp if prev is None else max(prev, rec.timestamp)

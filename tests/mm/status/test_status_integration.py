@@ -242,6 +242,9 @@ def test_checkpoint_age_alerts_only_for_groups_that_moved(
     create_topic(a, topic, 1)
     produce_batch(a, topic, 0, 40, "c")
     moved, idle = unique_group("moved"), unique_group("idle")
+    # another flow's group (this flow's filters exclude it): its checkpoints share the
+    # topic, and status neither reports it nor asks S for its offsets
+    elsewhere = unique_group("elsewhere")
     admin = AdminClient({"bootstrap.servers": a})
     for group, offset in ((moved, 30), (idle, 20)):
         fut = admin.alter_consumer_group_offsets(
@@ -253,7 +256,7 @@ def test_checkpoint_age_alerts_only_for_groups_that_moved(
         create_topic(b, checkpoints, 1, {"cleanup.policy": "compact"})
     written = _now_ms() - 400_000  # both checkpointed 400 s ago, at upstream offset 20
     producer = Producer({"bootstrap.servers": b})
-    for group in (moved, idle):
+    for group in (moved, idle, elsewhere):
         cp = Checkpoint(group, f"S.{topic}", 0, 20, 20, "")
         producer.produce(checkpoints, cp.value_bytes(), cp.key_bytes(), 0, timestamp=written)
     assert producer.flush(30) == 0
@@ -263,7 +266,11 @@ def test_checkpoint_age_alerts_only_for_groups_that_moved(
         {"S->B": topic},
         state_dir=tmp_path / "state",
         # only the checkpoint threshold matters here (S is never mirrored)
-        extra={"mm.alert.replication.latency.ms": str(10**12), "mm.alert.record.lag": str(10**9)},
+        extra={
+            "mm.alert.replication.latency.ms": str(10**12),
+            "mm.alert.record.lag": str(10**9),
+            "S->B.groups.exclude": elsewhere,
+        },
     )
     run = status(cfg, "--json")
     assert run.returncode == 1, run.describe()
@@ -271,6 +278,7 @@ def test_checkpoint_age_alerts_only_for_groups_that_moved(
     assert len(alerts) == 1 and moved in alerts[0]["message"], run.describe()
     f = flow_of(run.json(), "S->B")
     groups = {g["group"]: g for g in f["groups"]}
+    assert sorted(groups) == sorted([moved, idle]), f["groups"]
     assert groups[moved]["stale_partitions"] == 1
     assert groups[moved]["latency_ms"] >= 400_000
     assert groups[idle]["stale_partitions"] == 0 and groups[idle]["latency_ms"] == 0
