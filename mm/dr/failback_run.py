@@ -260,17 +260,7 @@ def run_failback(
     )
     report = FailbackReport(flow.name, None if rev is None else rev.name, dry_run, divergence)
     if divergence.open:
-        report.problems.append(
-            f"a transaction is open on {flow.source} past the failover point in "
-            + ", ".join(
-                f"{p.topic}[{p.partition}] (read_committed end {p.end_now}, log end {p.log_end})"
-                for p in divergence.open
-            )
-            + ": its records are divergent if it commits, so nothing was quarantined, "
-            "nothing mirrored back, no group moved. Once it has ended (its producer "
-            "commits or aborts it, or the broker aborts it after the producer's "
-            "transaction.timeout.ms), run mm failback again"
-        )
+        report.problems.append(open_transaction_message(cfg, flow, divergence.open))
         return report
     if back is None:
         return report
@@ -293,6 +283,34 @@ def run_failback(
         )
     back.groups_back(report, groups, dry_run)
     return report
+
+
+def open_transaction_message(
+    cfg: MirrorConfig, flow: FlowConfig, open_parts: list[PartitionDivergence]
+) -> str:
+    """The refusal for transactions open on A past the failover point, with the way
+    out of each: wait for its end, or abort a hanging one with Kafka's own tool (the
+    open transaction's first offset is the partition's read_committed end)."""
+    servers = ",".join(cfg.cluster(flow.source).bootstrap_servers)
+    parts = ", ".join(
+        f"{p.topic}[{p.partition}] (read_committed end {p.end_now}, log end {p.log_end})"
+        for p in open_parts
+    )
+    aborts = "; ".join(
+        f"kafka-transactions.sh --bootstrap-server {servers} abort --topic {p.topic} "
+        f"--partition {p.partition} --start-offset {p.end_now}"
+        for p in open_parts
+    )
+    return (
+        f"a transaction is open on {flow.source} past the failover point in {parts}: its "
+        "records are divergent if it commits, so nothing was quarantined, nothing "
+        "mirrored back, no group moved. A transaction ends when its producer commits or "
+        "aborts it, or when the broker aborts it after the producer's "
+        "transaction.timeout.ms; one open longer is hanging (its producer gone, its "
+        "abort never written to the partition), and Kafka's tool aborts it: "
+        f"{aborts} (with --command-config for {flow.source}'s TLS/SASL settings). Once "
+        "it has ended, run mm failback again"
+    )
 
 
 class _Back:

@@ -61,6 +61,10 @@ class Job:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def why_it_ended(self) -> str:
+        """What an ended job said: its error line, or its output's tail."""
+        return ended_job_says(self.name, self.log_text(), self.log_path)
+
     def terminate(self) -> None:
         """SIGTERM to the job's process group (see :meth:`stop`)."""
         if self.alive():
@@ -132,3 +136,13 @@ def run_command(
     (log_dir / f"{name}.out").write_text(res.stdout)
     (log_dir / f"{name}.err").write_text(res.stderr)
     return CommandResult(argv, res.returncode, res.stdout, res.stderr, time.monotonic() - started)
+
+
+def ended_job_says(name: str, output: str, log_path: Path) -> str:
+    """The last ``mm <name>: error:`` line of a job's ``output`` (its one-line reason,
+    without the logs and Spark's start-up lines before it), or the output's tail; and
+    where the whole output is."""
+    prefix = f"mm {name}: error: "
+    said = [line for line in output.splitlines() if line.startswith(prefix)]
+    reason = said[-1].removeprefix(prefix) if said else output[-3000:]
+    return f"{reason} (its output: {log_path})"

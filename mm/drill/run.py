@@ -50,10 +50,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow.parquet as pq
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 from mm_client.checkpoints_reader import read_checkpoints
 from mm_client.cluster_errors import CheckpointsUnavailableError
 from mm_client.kafka import new_admin
+from mm_client.kafka.errors import wrap
 
 from mm.config import FlowConfig, MirrorConfig, load_config
 from mm.config.librdkafka import Role
@@ -225,8 +227,13 @@ class Drill:
         admin = new_admin(self._client("source", "admin"))
         topics = [self.names.topic(s) for s in ("switchover", "failover", "ready")]
         new = [NewTopic(t, PARTITIONS, replication_factor) for t in topics]
-        for f in admin.create_topics(new).values():
-            f.result(30)
+        # the user's alias on their clusters (the run's own is in no message they read)
+        cluster = "A" if self.ext is None else self.ext.user_source
+        for topic, f in admin.create_topics(new).items():
+            try:
+                f.result(30)
+            except KafkaException as exc:
+                raise wrap(exc, f"create the drill's topic {topic} on cluster {cluster}") from exc
 
     def _load_config(self) -> None:
         # the drill wrote this file: the user's keys were checked when -c was read
@@ -297,7 +304,7 @@ class Drill:
                 dead = [j for j in self.jobs if not j.alive()]
                 raise MirrorError(
                     f"mm {dead[0].name} exited ({dead[0].proc.returncode}): "
-                    f"{dead[0].log_text()[-3000:]}"
+                    f"{dead[0].why_it_ended()}"
                 )
         finally:
             probe.stop()

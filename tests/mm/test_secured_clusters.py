@@ -590,52 +590,26 @@ def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message
     assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("A", "B")
 
 
-def test_drill_on_the_secured_pair_passes_every_scenario(
-    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+@pytest.mark.parametrize("listener", ["SSL", "MTLS"])
+def test_drill_on_a_secured_pair_passes_every_scenario(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path, listener: str
 ) -> None:
-    """`mm drill -c FILE` with A over SASL_SSL (SCRAM-SHA-512) and B over mutual TLS, as
-    an MM2 file spells them: switchover, failover and failback all pass, as on
-    PLAINTEXT (before: the failback scenario was refused and the switchover failed)."""
-    import os
-    import sys
-
-    from mm.drill.report import from_json
-
+    """`mm drill -c FILE` with both clusters over ``listener`` (TLS with a CA file;
+    mutual TLS), as an MM2 file spells them: switchover, failover and failback all
+    pass, as on PLAINTEXT (before: the failback scenario was refused and the
+    switchover failed). The SASL_SSL pair: the least-privilege drill below."""
     a, b = secured["A"], secured["B"]
     config = write_properties(
         tmp_path / "mm.properties",
         {
             "clusters": "A, B",
-            **a.mm2("A", "SASL_SSL", "admin"),
-            **b.mm2("B", "MTLS", "admin"),
+            **a.mm2("A", listener, "admin"),
+            **b.mm2("B", listener, "admin"),
             "A->B.enabled": "true",
             "replication.factor": 1,
         },
     )
-    out = tmp_path / "drill"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    res = subprocess.run(
-        [
-            *(sys.executable, "-m", "mm", "drill", "-c", str(config), "--duration", "5"),
-            *("--scenarios", "switchover,failover,failback", "--out", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        check=False,
-    )
-    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]
-    report = from_json((out / "drill-report.json").read_text())
-    by_name = {s.name: s for s in report.scenarios}
-    assert set(by_name) == {"switchover", "failover", "failback"}
-    for scenario in by_name.values():
-        assert scenario.passed, (scenario.name, scenario.reasons)
-    assert by_name["switchover"].loss.lost_records == 0
-    assert by_name["failback"].loss.acked_records == by_name["failover"].loss.lost_records
-    assert "not deleted" not in report.cleanup
-    passwords = [*a.passwords.values(), *b.passwords.values()]
-    _assert_no_password(tmp_path, config, passwords, res.stdout, res.stderr)
+    _assert_drill_passed(secured, tmp_path, config, _drill(config, tmp_path / "drill"))
 
 
 @pytest.mark.parametrize(
@@ -958,3 +932,132 @@ def test_the_other_mechanisms_carry_the_mirror_the_audit_and_the_status(
     assert [(f["flow"], f["error"]) for f in flows] == [("A->B", None)], status.stdout
     passwords = [*a.passwords.values(), *b.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, mirror.output, verify.output, status.output)
+
+
+def _drill_acls() -> list[AclBinding]:
+    """docs/security.md's row of `mm drill -c` for ``User:mm``, the same on A and B (the
+    failback mirrors B back into A): every name a run creates starts with one of its
+    prefixes, as the run's mark is new each time."""
+    op, T, G = AclOperation, ResourceType.TOPIC, ResourceType.GROUP
+    owned = [op.CREATE, op.WRITE, op.READ, op.DESCRIBE, op.DESCRIBE_CONFIGS, op.DELETE]
+    topics = ["mm-drill-", "drill-", "mm2-offset-syncs.drill-", "mm-mirror-ends.drill-"]
+    return [
+        *(x for t in topics for x in _rights(T, t, owned, prefixed=True)),
+        *_rights(T, "mm-failover-points.drill-", owned, prefixed=True),
+        *_rights(T, "heartbeats", [op.READ, op.DESCRIBE]),
+        *_rights(G, "mm-drill-", [op.READ, op.DESCRIBE, op.DELETE], prefixed=True),
+        *_rights(G, "__mm.mirror.drill-", [op.READ, op.DESCRIBE, op.DELETE], prefixed=True),
+        *_rights(G, "__mm-", [op.DESCRIBE], prefixed=True),
+        *_rights(ResourceType.TRANSACTIONAL_ID, "mm.drill-", [op.WRITE, op.DESCRIBE], True),
+        *_rights(ResourceType.TRANSACTIONAL_ID, "mm-drill-", [op.WRITE, op.DESCRIBE], True),
+    ]
+
+
+def _drill(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "mm", "drill", "-c", str(config), "--duration", "5"),
+            *("--scenarios", "switchover,failover,failback", "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("dropped", "named"),
+    [
+        # (cluster, resource, operation) taken from the drill's row; what its line names
+        (("A", "mm-drill-", "CREATE"), "create the drill's topic mm-drill-"),
+        (("B", "mm.drill-", "WRITE"), "init transactions for drill-"),
+    ],
+    ids=["A-topics-CREATE", "B-transactional-ids-WRITE"],
+)
+def test_drill_refused_one_listed_acl_stops_in_one_line_and_cleans_up(
+    secured: dict[str, SecureKRaftBroker],
+    tmp_path: Path,
+    dropped: tuple[str, str, str],
+    named: str,
+) -> None:
+    """`mm drill -c FILE` as ``User:mm`` holding the drill's row but one right: exit 1
+    with one traceback-free line naming the operation, the resource and the refusal
+    (before: the topics' creation said only "Authorization failed"; a refused job
+    printed its whole log), and no topic of the run left on either cluster."""
+    a, b = secured["A"], secured["B"]
+    config = _drill_config(secured, tmp_path)
+    side, name, operation = dropped
+    acls = {alias: _drill_acls() for alias in "AB"}
+    acls[side] = [
+        x for x in acls[side] if (x.name, x.operation) != (name, getattr(AclOperation, operation))
+    ]
+    assert len(acls[side]) == len(_drill_acls()) - 1
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+    with _Granted(admins, (acls["A"], acls["B"])):
+        res = _drill(config, tmp_path / "drill")
+    assert res.returncode == 1, res.stdout[-5000:] + res.stderr[-5000:]
+    assert "Traceback" not in res.stdout + res.stderr, res.stderr[-5000:]
+    errors = [line for line in res.stderr.splitlines() if line.startswith("mm drill: error: ")]
+    assert len(errors) == 1 and named in errors[0], res.stderr[-5000:]
+    assert "_AUTHORIZATION_FAILED" in errors[0] and "on cluster " in errors[0], errors
+    assert "mm-drill-" in res.stdout and "clean-up: deleted" in res.stdout, res.stdout
+    for admin in admins.values():
+        left = [t for t in admin.list_topics(timeout=30).topics if "mm-drill-" in t]
+        assert left == [], left
+
+
+def _drill_config(secured: dict[str, SecureKRaftBroker], tmp_path: Path) -> Path:
+    """Flow A->B, both clusters SCRAM over SASL_SSL as ``User:mm``."""
+    return write_properties(
+        tmp_path / "mm.properties",
+        {
+            "clusters": "A, B",
+            **secured["A"].mm2("A", "SASL_SSL", "mm"),
+            **secured["B"].mm2("B", "SASL_SSL", "mm"),
+            "A->B.enabled": "true",
+            "replication.factor": 1,
+        },
+    )
+
+
+def test_drill_as_a_principal_holding_only_its_listed_acls(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """`mm drill -c FILE` on a SASL_SSL (SCRAM-SHA-512) pair as ``User:mm`` holding only
+    the drill's listed ACLs: every scenario passes, as on PLAINTEXT, and its cleanup
+    deletes what it created; no password in anything it wrote."""
+    a, b = secured["A"], secured["B"]
+    config = _drill_config(secured, tmp_path)
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+    with _Granted(admins, (_drill_acls(), _drill_acls())):
+        res = _drill(config, tmp_path / "drill")
+    _assert_drill_passed(secured, tmp_path, config, res)
+
+
+def _assert_drill_passed(
+    secured: dict[str, SecureKRaftBroker],
+    tmp_path: Path,
+    config: Path,
+    res: subprocess.CompletedProcess[str],
+) -> None:
+    """The drill (its report under ``tmp_path / "drill"``) passed every scenario as on
+    PLAINTEXT, deleted what it created, and wrote no password."""
+    from mm.drill.report import from_json
+
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]
+    report = from_json((tmp_path / "drill" / "drill-report.json").read_text())
+    by_name = {s.name: s for s in report.scenarios}
+    assert set(by_name) == {"switchover", "failover", "failback"}
+    for scenario in by_name.values():
+        assert scenario.passed, (scenario.name, scenario.reasons)
+    assert by_name["switchover"].loss.lost_records == 0
+    assert by_name["failback"].loss.acked_records == by_name["failover"].loss.lost_records
+    assert "not deleted" not in report.cleanup
+    passwords = [p for broker in secured.values() for p in broker.passwords.values()]
+    _assert_no_password(tmp_path, config, passwords, res.stdout, res.stderr)

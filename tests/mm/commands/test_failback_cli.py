@@ -19,6 +19,7 @@ and mirrors every record of ``local``.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from support.apache_kafka import KRaftBroker
+from support.apache_kafka import KRaftBroker, kafka_tool
 from support.clusters import KafkaCluster
 from support.groups import commit_admin, group_offsets, run_mm
 from support.mirror import (
@@ -248,22 +249,37 @@ def test_failback_quarantines_the_divergence_and_leaves_every_group_on_a_exact(
     # it holds is divergent only if it commits, so nothing is done
     g1_on_a = group_offsets(a, g1)
     groups = f"fb-g[123]-{suffix}"
-    txn = Producer({"bootstrap.servers": a, "transactional.id": f"fb-txn-{suffix}"})
-    txn.init_transactions(30)
-    txn.begin_transaction()
-    for i in range(TXN_RECORDS):
-        txn.produce(topic, f"txn0-{i}".encode(), partition=0)
-    assert txn.flush(30) == 0
+    # and one on partition 1 that nobody will end (a hanging transaction's stand-in:
+    # its producer's timeout is the broker's longest)
+    txn, hanging = (
+        Producer({"bootstrap.servers": a, "transactional.id": f"fb-txn{p}-{suffix}", **conf})
+        for p, conf in ((0, {}), (1, {"transaction.timeout.ms": 900_000}))
+    )
+    for p, producer in enumerate((txn, hanging)):
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(TXN_RECORDS):
+            producer.produce(topic, f"txn{p}-{i}".encode(), partition=p)
+        assert producer.flush(30) == 0
     held = run_mm(back, "failback", "--flow", "A->B", "--groups", groups, "--json")
     assert held.returncode == 1, held.describe()
     assert f"a transaction is open on A past the failover point in {topic}[0] " in held.stderr
     assert held.stderr.rstrip().endswith("run mm failback again"), held.describe()
     report = json.loads(held.stdout)
     assert report["reverse"] is None and report["groups"] == [], held.stdout
-    assert [x["transaction_open"] for x in report["partitions"]] == [True, False]
+    assert [x["transaction_open"] for x in report["partitions"]] == [True, True]
     assert group_offsets(a, g1) == g1_on_a
     assert all(o < 0 for o in group_offsets(a, g2).values())
     txn.commit_transaction(30)
+    # the hanging one aborted with Kafka's tool, exactly as the message prints it
+    printed = re.findall(
+        r"kafka-transactions\.sh --bootstrap-server (\S+) (abort --topic \S+ --partition "
+        r"(\d+) --start-offset \d+)",
+        held.stderr,
+    )
+    assert [(servers, int(p)) for servers, _, p in printed] == [(a, 0), (a, 1)], held.stderr
+    main = "org.apache.kafka.tools.TransactionsCommand"
+    kafka_tool("kafka-transactions.sh", main, a, *printed[1][1].split())
 
     # the ways out, as printed: the transaction ended, the consumers and the producer
     # stopped, run it again
@@ -281,9 +297,10 @@ def test_failback_quarantines_the_divergence_and_leaves_every_group_on_a_exact(
     )
     assert again.returncode == 0, again.describe()
     report = json.loads(again.stdout)
-    # the committed transaction's records are divergent too
-    source = read_topic(a, topic, PARTITIONS)
+    # the committed transaction's records are divergent too, the aborted one's are not
+    source = read_topic_committed(a, topic, PARTITIONS)
     assert len(source[0]) == MIRRORED + DIVERGENT[0] + TXN_RECORDS
+    assert len(source[1]) == MIRRORED + DIVERGENT[1]
     for p in range(PARTITIONS):
         held_now = pq.read_table(again_dir / f"{topic}-{p}.parquet").to_pylist()
         assert [(r["offset"], r["value"]) for r in held_now] == [
