@@ -40,7 +40,7 @@ from mm_client import translate_offsets
 from mm_client.cluster_errors import CheckpointsUnavailableError
 from mm_client.records import Heartbeat
 from support.apache_kafka import write_properties
-from support.groups import commit_admin, run_mm
+from support.groups import commit_admin, group_offsets, run_mm
 from support.secure_kafka import SecureKRaftBroker
 
 PARTITIONS = 3
@@ -1061,3 +1061,150 @@ def _assert_drill_passed(
     assert "not deleted" not in report.cleanup
     passwords = [p for broker in secured.values() for p in broker.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, res.stdout, res.stderr)
+
+
+def _failback_acls(topic: str, group: str, local: str) -> tuple[list[AclBinding], list[AclBinding]]:
+    """docs/security.md's row of a whole `mm failback` (the divergence, the mirror B->A
+    of ``local``, ``group`` back on A) for ``User:mm``: (on A, on B)."""
+    op, T, G = AclOperation, ResourceType.TOPIC, ResourceType.GROUP
+    read = [op.READ, op.DESCRIBE]
+    readers = _rights(G, "__mm-", [op.DESCRIBE], prefixed=True)
+    on_a = [
+        *_rights(T, topic, read),
+        *_rights(G, group, read),
+        *readers,
+        # the mirror B->A writes into A as `mm mirror` writes into its target
+        *_rights(
+            T,
+            "B.",
+            [op.CREATE, op.WRITE, op.READ, op.DESCRIBE, op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS],
+            prefixed=True,
+        ),
+        *_rights(T, "mm-mirror-ends.B.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
+        *_rights(ResourceType.TRANSACTIONAL_ID, "mm.B.A.", [op.WRITE, op.DESCRIBE], True),
+        *_rights(G, "__mm.mirror.B.A", read),
+    ]
+    on_b = [
+        *_rights(T, "mm-failover-points.A.internal", read),
+        *_rights(T, f"A.{topic}", read),
+        *_rights(G, group, read),
+        *readers,
+        # ... and reads B as `mm mirror` reads its source
+        *_rights(T, local, [*read, op.DESCRIBE_CONFIGS]),
+        # READ: the groups' places on B's topics translated with them
+        *_rights(T, "mm2-offset-syncs.A.internal", [op.CREATE, op.WRITE, *read]),
+        *_rights(G, "__mm.mirror.B.A", [op.DESCRIBE]),
+        # the A->B mirror's positions: how far B's copies of A's topics reach
+        *_rights(G, "__mm.mirror.A.B", [op.DESCRIBE]),
+    ]
+    return on_a, on_b
+
+
+def test_a_whole_failback_as_a_principal_holding_only_its_listed_acls(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """`mm failback` as ``User:mm`` (SCRAM over SASL_SSL on both clusters) after a
+    failover: first holding its row but the reverse mirror's transactional-id WRITE on
+    A (refused in one line, no group moved), then holding exactly its row: B's own
+    topic mirrored into A exactly and the group back on A at its place on B."""
+    a, b = secured["A"], secured["B"]
+    topic, group, _values, committed = _orders_and_a_group(a)
+    local = f"local-{uuid.uuid4().hex[:6]}"
+    flows = {
+        "B->A.enabled": "true",
+        "B->A.topics": local,
+        "B->A.groups": group,
+        "B->A.sync.topic.acls.enabled": "false",
+        "A->B.sync.topic.acls.enabled": "false",
+        "A->B.emit.heartbeats.enabled": "false",
+        "B->A.emit.heartbeats.enabled": "false",
+    }
+    configs = {}
+    for user in ("admin", "mm"):
+        (tmp_path / user).mkdir()
+        configs[user] = _config(
+            tmp_path / user, a.mm2("A", "SASL_SSL", user), b, topic, group, "SASL_SSL",
+            extra={**flows, "mm.state.dir": tmp_path / "state"}, b_user=user,
+        )  # fmt: skip
+    for step in (("mirror", "--once"), ("checkpoint", "--once"), ("failover", "--groups", group)):
+        done = run_mm(configs["admin"], *step, "--flow", "A->B")
+        assert done.returncode == 0, (step, done.output[-6000:])
+    # on B after the failover: its own topic, and the group's place in it
+    _create(b, local, PARTITIONS)
+    mine = [f"b-{i:02d}".encode() for i in range(12)]
+    _produce(b.client("SASL_SSL"), local, mine)
+    commit_admin(b.bootstrap, group, local, {0: 2})
+
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+    on_a, on_b_acls = _failback_acls(topic, group, local)
+    without = [x for x in on_a if (x.name, x.operation) != ("mm.B.A.", AclOperation.WRITE)]
+    assert len(without) == len(on_a) - 1
+    args = ("failback", "--flow", "A->B", "--groups", group, "--json")
+    with _Granted(admins, (without, on_b_acls)):
+        refused = run_mm(configs["mm"], *args, timeout=240)
+    _assert_refused_in_words("failback", refused, "B.", ["A"])
+    assert all(t != f"B.{local}" for t, _ in group_offsets(a.bootstrap, group)), "moved"
+    with _Granted(admins, (on_a, on_b_acls)):
+        back = run_mm(configs["mm"], *args, timeout=240)
+    assert back.returncode == 0, back.output[-6000:]
+    report = json.loads(back.stdout)
+    assert [(g["group"], g["status"]) for g in report["groups"]] == [(group, "moved")], report
+    assert sorted(_read(a.client("SASL_SSL"), f"B.{local}", PARTITIONS, len(mine))) == mine
+    # back on A where it stood on B: A's topic as committed before, B's topic at 2
+    want = {**{(topic, p): o for p, o in committed.items()}, (f"B.{local}", 0): 2}
+    assert group_offsets(a.bootstrap, group) == want
+
+
+def test_mm_run_as_one_principal_resumes_by_itself_once_the_refused_right_is_granted(
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
+) -> None:
+    """`mm run` (mirror and checkpoint) as ``User:mm`` holding the sum of their rows but
+    the mirror's transactional-id WRITE on B: the mirror job is refused in its one
+    line and restarted with the run's back-off; the right granted while it runs (the
+    way out the line names), it mirrors every record exactly and the group's
+    checkpoints translate exactly, with no restart of `mm run`."""
+    from support.mirror import running_job
+
+    a, b = secured["A"], secured["B"]
+    topic, group, values, committed = _orders_and_a_group(a)
+    config = _config(
+        tmp_path, a.mm2("A", "SASL_SSL", "mm"), b, topic, group, "SASL_SSL", b_user="mm",
+        extra={
+            "A->B.sync.topic.acls.enabled": "false",
+            "A->B.emit.heartbeats.enabled": "false",
+            "emit.checkpoints.interval.seconds": "1",
+            "mm.mirror.trigger.seconds": "0.5",
+        },
+    )  # fmt: skip
+    mirror_a, mirror_b = _mirror_acls(topic)
+    checkpoint_a, checkpoint_b = _job_acls("checkpoint", topic, group)
+    # `mm run`'s row: the sum of its jobs' (one binding where both list it)
+    on_a, on_b = (
+        list({(x.restype, x.name, x.resource_pattern_type, x.operation): x for x in xs}.values())
+        for xs in ([*mirror_a, *checkpoint_a], [*mirror_b, *checkpoint_b])
+    )
+    (txn_write,) = [x for x in on_b if (x.name, x.operation) == ("mm.A.B.", AclOperation.WRITE)]
+    admins = {"A": AdminClient(a.client("SASL_SSL")), "B": AdminClient(b.client("SASL_SSL"))}
+    target = f"A.{topic}"
+    with _Granted(admins, (on_a, [x for x in on_b if x is not txn_write])):
+        with running_job(config, tmp_path, ("run", "--jobs", "mirror,checkpoint")) as job:
+            deadline = time.monotonic() + 180
+            while "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" not in job.output():
+                assert time.monotonic() < deadline and job.proc.poll() is None, job.output()
+                time.sleep(1)
+            assert "refused by the cluster" in job.output(), job.output()[-6000:]
+            with _Granted(admins, ([], [txn_write])):
+                deadline = time.monotonic() + 240
+                translated: dict[int, int] = {}
+                while time.monotonic() < deadline and job.proc.poll() is None:
+                    try:
+                        found = translate_offsets(b.client("SASL_SSL"), "A", group)
+                    except CheckpointsUnavailableError:
+                        found = {}
+                    translated = {tp.partition: o for tp, o in found.items() if tp.topic == target}
+                    if translated == committed:
+                        break
+                    time.sleep(1)
+                assert translated == committed, job.output()[-6000:]
+                got = _read(b.client("SASL_SSL"), target, PARTITIONS, RECORDS)
+                assert sorted(got) == sorted(values)
