@@ -694,6 +694,7 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
     # this right moved the group)
     points = _rights(T, "mm-failover-points.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE])
     rows = {
+        "translate": ([], [*_rights(T, "A.checkpoints.internal", read), *readers]),
         "checkpoint": (
             [
                 *_rights(G, group, [op.DESCRIBE]),
@@ -766,6 +767,7 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
 
 # per job, the right of its row taken away first: (cluster, (resource, operation))
 _TAKEN = {
+    "translate": ("B", ("A.checkpoints.internal", AclOperation.READ)),
     "checkpoint": ("A", ("mm2-offset-syncs.B.internal", AclOperation.READ)),
     "status": ("B", ("A.", AclOperation.READ)),
     "verify": ("B", ("__mm-", AclOperation.DESCRIBE)),
@@ -819,7 +821,7 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
     (SCRAM over SASL_SSL on both clusters): first holding its docs/security.md row but
     one right (:data:`_TAKEN`), refused in one traceback-free line naming the resource,
     the cluster and the refusal; then holding exactly its row, exiting as it does for
-    the super user: checkpoint, status, verify, switchover, failover, failback,
+    the super user: checkpoint, translate, status, verify, switchover, failover, failback,
     backup, restore. Before: verify's refused reader ended in a traceback, and the
     restore's in a failed Spark job naming an invalid transaction state."""
     a, b = secured["A"], secured["B"]
@@ -868,6 +870,8 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
     as_mm("checkpoint", "--once")
     found = translate_offsets(b.client("SASL_SSL"), "A", group)
     assert {tp.partition: o for tp, o in found.items()} == committed, found
+    translated = as_mm("translate", "--group", group, "--json")["offsets"]
+    assert {x["partition"]: x["offset"] for x in translated} == committed, translated
     assert as_mm("status", "--json")["flows"]
     report = as_mm("verify", "--json")
     assert report["ok"], report
