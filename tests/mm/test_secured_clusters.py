@@ -335,8 +335,9 @@ def test_the_dr_day_on_a_secured_pair(
     exactly once and checkpoints the group exactly (read by mm_client); `mm status`,
     `mm verify`, `mm switchover`, `mm failover`, `mm failback`, `mm backup` and
     `mm restore` exit as on PLAINTEXT with the same verdicts (verify, switchover and
-    failback refused every TLS/SASL cluster before); no password in anything the runs
-    wrote."""
+    failback refused every TLS/SASL cluster before), verify's and failback's reports
+    with the same verdicts and fields as over the PLAINTEXT listeners; no password in
+    anything the runs wrote."""
     from support.mirror import running_job
 
     a, b = secured["A"], secured["B"]
@@ -392,6 +393,22 @@ def test_the_dr_day_on_a_secured_pair(
     assert back.returncode == 0, back.output[-6000:]
     divergence = json.loads(back.stdout)
     assert divergence["divergent_records"] == len(late), divergence
+    # the same reports over the operator's PLAINTEXT listeners: same exits, verdicts
+    # and JSON fields
+    (tmp_path / "plain").mkdir()
+    plain = _config(
+        tmp_path / "plain", a.mm2("A", "PLAINTEXT"), b, topic, group, "PLAINTEXT",
+        extra={"mm.state.dir": tmp_path / "state"},
+    )  # fmt: skip
+    for args, verdict in (
+        (("verify", "--json"), "ok"),
+        (("failback", "--quarantine-only", "--dry-run", "--json"), "divergent_records"),
+    ):
+        runs = [run_mm(c, *args) for c in (config, plain)]
+        assert [r.returncode for r in runs] == [0, 0], runs[1].output[-6000:]
+        docs = [json.loads(r.stdout) for r in runs]
+        assert _fields(docs[0]) == _fields(docs[1]), (args, docs)
+        assert docs[0][verdict] == docs[1][verdict], (args, docs)
 
     # A's topic backed up over the same listener, restored into B under a prefix
     backup = run_mm(config, "backup", "--once", "--json")
@@ -405,6 +422,17 @@ def test_the_dr_day_on_a_secured_pair(
 
     passwords = [*a.passwords.values(), *b.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, job.final_output)
+
+
+def _fields(doc: Any, at: str = "") -> set[str]:
+    """Every key path of a JSON document (list items under ``[]``)."""
+    if isinstance(doc, dict):
+        return {f"{at}.{k}" for k in doc} | {
+            path for k, v in doc.items() for path in _fields(v, f"{at}.{k}")
+        }
+    if isinstance(doc, list):
+        return {path for item in doc for path in _fields(item, f"{at}[]")}
+    return set()
 
 
 def _assert_verified(config: Path, topic: str) -> Any:
