@@ -358,19 +358,7 @@ def test_the_dr_day_on_a_secured_pair(
     )
     target = f"A.{topic}"
     with running_job(config, tmp_path, ("run", "--jobs", "mirror,checkpoint")) as job:
-        deadline = time.monotonic() + 240
-        translated: dict[int, int] = {}
-        while time.monotonic() < deadline and job.proc.poll() is None:
-            try:
-                found = translate_offsets(b.client("SASL_SSL"), "A", group)
-            except CheckpointsUnavailableError:  # the job has not created the topic yet
-                found = {}
-            # one plain producer per partition: source and target offsets are the same
-            translated = {tp.partition: o for tp, o in found.items() if tp.topic == target}
-            if translated == committed:
-                break
-            time.sleep(1)
-        assert translated == committed, job.output()[-6000:]
+        _until_translated(b, group, target, committed, job)
         got = _read(b.client(listener), target, PARTITIONS, RECORDS)
         assert sorted(got) == sorted(values)
         status = run_mm(config, "status", "--json")
@@ -422,6 +410,26 @@ def test_the_dr_day_on_a_secured_pair(
 
     passwords = [*a.passwords.values(), *b.passwords.values()]
     _assert_no_password(tmp_path, config, passwords, job.final_output)
+
+
+def _until_translated(
+    b: SecureKRaftBroker, group: str, target: str, committed: dict[int, int], job: Any
+) -> None:
+    """Waits (240 s at most, while ``job`` runs) until ``group``'s checkpoints on B,
+    read by mm_client, translate to ``committed`` on ``target``: one plain producer per
+    partition wrote A's topic, so source and target offsets are the same."""
+    deadline = time.monotonic() + 240
+    translated: dict[int, int] = {}
+    while time.monotonic() < deadline and job.proc.poll() is None:
+        try:
+            found = translate_offsets(b.client("SASL_SSL"), "A", group)
+        except CheckpointsUnavailableError:  # the job has not created the topic yet
+            found = {}
+        translated = {tp.partition: o for tp, o in found.items() if tp.topic == target}
+        if translated == committed:
+            return
+        time.sleep(1)
+    assert translated == committed, job.output()[-6000:]
 
 
 def _fields(doc: Any, at: str = "") -> set[str]:
@@ -1226,17 +1234,6 @@ def test_mm_run_as_one_principal_resumes_by_itself_once_the_refused_right_is_gra
                 time.sleep(1)
             assert "refused by the cluster" in job.output(), job.output()[-6000:]
             with _Granted(admins, ([], [txn_write])):
-                deadline = time.monotonic() + 240
-                translated: dict[int, int] = {}
-                while time.monotonic() < deadline and job.proc.poll() is None:
-                    try:
-                        found = translate_offsets(b.client("SASL_SSL"), "A", group)
-                    except CheckpointsUnavailableError:
-                        found = {}
-                    translated = {tp.partition: o for tp, o in found.items() if tp.topic == target}
-                    if translated == committed:
-                        break
-                    time.sleep(1)
-                assert translated == committed, job.output()[-6000:]
+                _until_translated(b, group, target, committed, job)
                 got = _read(b.client("SASL_SSL"), target, PARTITIONS, RECORDS)
                 assert sorted(got) == sorted(values)
