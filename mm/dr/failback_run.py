@@ -59,6 +59,7 @@ from mm.dr.failover_point import FailoverPoint
 from mm.dr.failover_point_run import newest_point
 from mm.dr.groups import DRY_RUN, FAILED, REFUSED, UNCHANGED, TargetGroups, move_groups
 from mm.dr.switchover_run import FlowReads
+from mm.dr.transactions import abort_commands
 from mm.errors import ConfigError, MirrorError
 from mm.kafka.committed import TO_THE_END, LogReader, reader_of
 from mm.kafka.rawlog import ScanStats
@@ -296,11 +297,7 @@ def open_transaction_message(
         f"{p.topic}[{p.partition}] (read_committed end {p.end_now}, log end {p.log_end})"
         for p in open_parts
     )
-    aborts = "; ".join(
-        f"kafka-transactions.sh --bootstrap-server {servers} abort --topic {p.topic} "
-        f"--partition {p.partition} --start-offset {p.end_now}"
-        for p in open_parts
-    )
+    aborts = abort_commands(servers, ((p.topic, p.partition, p.end_now) for p in open_parts))
     return (
         f"a transaction is open on {flow.source} past the failover point in {parts}: its "
         "records are divergent if it commits, so nothing was quarantined, nothing "

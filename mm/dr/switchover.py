@@ -4,7 +4,8 @@ A switchover moves consumer groups from the source cluster to the target while
 the source is healthy, and proves nothing is lost or read twice:
 
 1. **producers stopped**: the source end offsets did not move during a settle
-   time (:func:`grown`);
+   time (:func:`grown`), and no transaction is open on a mirrored partition
+   (:mod:`mm.dr.transactions`: what it commits later would stay on the source);
 2. **mirror caught up**: the mirror's committed position equals the source end on
    every mirrored partition (:func:`unmirrored`);
 3. **checkpoints current**: every selected group's committed offset on the source
@@ -147,6 +148,9 @@ class SwitchoverReport:
     # group -> moved / unchanged / dry-run / refused / failed
     group_status: dict[str, str] = field(default_factory=dict)
     grown: dict[Key, tuple[int, int]] = field(default_factory=dict)
+    # partition -> (read_committed end, log end) where a transaction is open
+    open_transactions: dict[Key, tuple[int, int]] = field(default_factory=dict)
+    open_transactions_checked: bool = True  # False: the source's broker does not show them
     stopped_at: str | None = None
     problems: list[str] = field(default_factory=list)
     waited_seconds: float = 0.0
@@ -196,6 +200,11 @@ class SwitchoverReport:
             "grown_while_settling": [
                 {"topic": t, "partition": p, "before": b, "after": a}
                 for (t, p), (b, a) in sorted(self.grown.items())
+            ],
+            "open_transactions_checked": self.open_transactions_checked,
+            "open_transactions": [
+                {"topic": t, "partition": p, "read_committed_end": end, "log_end": log_end}
+                for (t, p), (end, log_end) in sorted(self.open_transactions.items())
             ],
             "partitions": [
                 {

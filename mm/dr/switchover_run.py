@@ -37,6 +37,7 @@ from mm.dr.switchover import (
     uncovered,
     unmirrored,
 )
+from mm.dr.transactions import abort_commands, open_transactions
 from mm.kafka.committed import LogReader, reader_of
 from mm.kafka.rawlog import LogRecord, ScanStats
 from mm.source.plan import NameFilter
@@ -89,6 +90,17 @@ class FlowReads:
                 self.src_consumer, self.keys, self.timeout, self.src_profile
             ).items()
         }
+
+    def log_ends(self) -> dict[Key, int]:
+        """High watermarks: past the read_committed ends where a transaction is open."""
+        return reads.log_ends(self.src_consumer, self.keys, self.timeout)
+
+    def open_transactions(self, ends: Mapping[Key, int]) -> dict[Key, tuple[int, int]] | None:
+        """Transactions open past ``ends`` (read_committed); None where the source's
+        broker does not show them (:attr:`BrokerProfile.open_transactions_visible`)."""
+        if not self.src_profile.open_transactions_visible:
+            return None
+        return open_transactions(ends, self.log_ends())
 
     def positions(self) -> dict[Key, int]:
         """The mirror's committed position per source partition."""
@@ -216,6 +228,14 @@ def run_switchover(
                 f"on {flow.source})"
             )
             return report
+        still_open = f.open_transactions(ends)
+        report.open_transactions_checked = still_open is not None
+        if still_open:
+            report.open_transactions = still_open
+            _fill_partitions(report, f, ends, f.positions())
+            report.stopped_at = SETTLE
+            report.problems.append(_open_transactions_problem(cfg, flow, still_open))
+            return report
     selected = f.groups(groups)
     started = clock()
     while True:
@@ -267,10 +287,36 @@ def run_switchover(
                 "nothing was committed"
             )
             return report
+        opened = f.open_transactions(ends)
+        if opened:
+            report.open_transactions = opened
+            report.stopped_at = SETTLE
+            report.problems.append(
+                "nothing was committed: " + _open_transactions_problem(cfg, flow, opened)
+            )
+            return report
     _move_groups(report, f, dry_run, timeout)
     if any(s not in ("moved", "unchanged", "dry-run") for s in report.group_status.values()):
         report.stopped_at = GROUPS
     return report
+
+
+def _open_transactions_problem(
+    cfg: MirrorConfig, flow: FlowConfig, open_at: Mapping[Key, tuple[int, int]]
+) -> str:
+    servers = ",".join(cfg.cluster(flow.source).bootstrap_servers)
+    parts = ", ".join(
+        f"{t}[{p}] (read_committed end {end}, log end {log_end})"
+        for (t, p), (end, log_end) in sorted(open_at.items())
+    )
+    aborts = abort_commands(servers, ((t, p, end) for (t, p), (end, _) in sorted(open_at.items())))
+    return (
+        f"a transaction is open on {flow.source} in {parts}: what it commits after the "
+        f"switchover would exist only on {flow.source}. Let its producer commit or abort "
+        "it (and stop), or abort a hanging one (open past its producer's "
+        f"transaction.timeout.ms) with Kafka's tool: {aborts} (with --command-config for "
+        f"{flow.source}'s TLS/SASL settings); or pass --force to switch over anyway"
+    )
 
 
 def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:

@@ -81,6 +81,12 @@ class BrokerProfile:
     produce leaves it open), a mirror worker resumes from the highest position it
     committed itself rather than a lower one read back; on Apache Kafka a lower
     position is an operator's reset, and it is honoured."""
+    open_transactions_visible: bool = True
+    """A partition's last stable offset stays below its high watermark exactly while
+    a transaction is open there (Apache Kafka), so an open transaction shows in its
+    ends. When False (the embedded broker's last stable offset can stay below
+    transactions that committed, and is 0 while one is open), the ends do not tell,
+    and `mm switchover` says it did not check."""
     lists_cluster_operations: bool = True
     """DescribeCluster, asked for them, lists the operations the principal may do on
     the cluster (Apache Kafka: none when it may not DESCRIBE the cluster). The topic
@@ -95,6 +101,7 @@ EMBEDDED = BrokerProfile(
     list_offsets_exact=False,
     read_committed_exact=False,
     keeps_acknowledged_commits=False,
+    open_transactions_visible=False,
     lists_cluster_operations=False,
 )
 PROFILES: dict[str, BrokerProfile] = {p.name: p for p in (KAFKA, EMBEDDED)}

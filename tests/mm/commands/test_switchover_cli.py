@@ -306,3 +306,49 @@ def test_a_mirror_behind_stops_it_even_when_forced(
     assert "proof: 20 records unmirrored" in res.stdout
     reports = list((tmp_path / "state" / "reports").glob("switchover-A-B-*.json"))
     assert len(reports) == 1 and json.loads(reports[0].read_text())["ok"] is False
+
+
+@pytest.mark.integration
+def test_an_open_transaction_on_the_source_stops_it(
+    cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
+) -> None:
+    """A producer inside a transaction on A holds the partition's read_committed end
+    still: the settle and the mirror's catch-up both pass, and before, the switchover
+    moved on while what that transaction commits later existed only on A. Now it stops
+    naming the partition; its producer commits (the way out), and the switchover
+    passes with B holding every record, the transaction's included."""
+    topic, props = _unmirrored_topic(cluster_a, cluster_b, tmp_path)
+    a = cluster_a.bootstrap_servers
+    txn = Producer({"bootstrap.servers": a, "transactional.id": f"swtxn-{uuid.uuid4().hex[:8]}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(3):
+        txn.produce(topic, f"t{i}".encode(), partition=0)
+    assert txn.flush(30) == 0
+    mirror = run_mirror_once(props)  # copies up to the transaction's first offset
+    assert mirror.returncode == 0, mirror.describe()
+
+    res = run_mm(props, "switchover", "--settle", "1", "--json")
+    assert res.returncode == 1, res.describe()
+    report = json.loads(res.stdout)
+    assert report["stopped_at"] == "producers" and report["open_transactions_checked"], report
+    assert [(x["topic"], x["partition"], x["read_committed_end"], x["log_end"])
+            for x in report["open_transactions"]] == [(topic, 0, 10, 13)], report  # fmt: skip
+    problem = report["problems"][0]
+    assert f"a transaction is open on A in {topic}[0] (read_committed end 10, log end 13)" in (
+        problem
+    )
+    assert f"abort --topic {topic} --partition 0 --start-offset 10" in problem, problem
+    assert problem.endswith("or pass --force to switch over anyway"), problem
+
+    # the way out, as printed: its producer commits; the mirror copies it; again
+    txn.commit_transaction(30)
+    mirror = run_mirror_once(props)
+    assert mirror.returncode == 0, mirror.describe()
+    done = run_mm(props, "switchover", "--settle", "1", "--json")
+    assert done.returncode == 0, done.describe()
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["open_transactions"] == [], report
+    source = read_topic_committed(a, topic, 2)
+    assert [r.value for r in source[0][-3:]] == [b"t0", b"t1", b"t2"]
+    assert_same_records(source, read_topic_committed(cluster_b.bootstrap_servers, f"A.{topic}", 2))

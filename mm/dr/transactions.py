@@ -1,0 +1,39 @@
+"""Transactions open on a source partition, and the way out of a hanging one (pure).
+
+On Apache Kafka a partition's read_committed end (its last stable offset) stays at
+the first offset of the oldest transaction still open there, below the log end (the
+high watermark). Whatever that transaction commits later exists only on the source:
+a switchover or a failback that went on would leave it behind. Such a transaction
+ends when its producer commits or aborts it, or when the broker aborts it after the
+producer's ``transaction.timeout.ms``; one whose abort never reached the partition
+(a hanging transaction) stays open until Kafka's own tool aborts it at that first
+offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+Key = tuple[str, int]
+
+
+def open_transactions(
+    committed_ends: Mapping[Key, int], log_ends: Mapping[Key, int]
+) -> dict[Key, tuple[int, int]]:
+    """Partitions whose log end is past their read_committed end: (read_committed end,
+    log end)."""
+    return {
+        k: (end, log_ends[k])
+        for k, end in sorted(committed_ends.items())
+        if k in log_ends and log_ends[k] > end
+    }
+
+
+def abort_commands(bootstrap_servers: str, open_at: Iterable[tuple[str, int, int]]) -> str:
+    """Kafka's commands that abort the oldest transaction open on each (topic,
+    partition, read_committed end), joined by "; "."""
+    return "; ".join(
+        f"kafka-transactions.sh --bootstrap-server {bootstrap_servers} abort --topic {topic} "
+        f"--partition {partition} --start-offset {start}"
+        for topic, partition, start in open_at
+    )
