@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ from mm_client.kafka.errors import wrap
 
 from mm.config import FlowConfig, MirrorConfig, load_config
 from mm.config.librdkafka import Role
+from mm.dr.transactions import open_transactions
 from mm.drill.accounting import (
     GroupFigures,
     LossFigures,
@@ -93,13 +95,18 @@ from mm.drill.workload import (
 )
 from mm.embedded import EmbeddedClusters
 from mm.embedded.clusters import BROKER_NAMES
+from mm.embedded.kafka_jars import require_jars
+from mm.embedded.kraft import KRaftCluster, java_cmd
 from mm.errors import MirrorError
 from mm.kafka.committed import TO_THE_END
-from mm.verify.reads import committed_offsets
+from mm.verify.reads import committed_offsets, log_bounds, log_ends
 
 SCENARIOS = ("switchover", "failover", "failback")
 PARTITIONS = 6
 CHECKPOINT_WAIT_S = 120.0
+# a transaction still open this long after its producer restarted hangs
+HANGING_AFTER_S = 10.0
+TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
 SESSION_WAIT_S = 60.0  # joining a group on A to end its dead members' sessions
 RESUME_WAIT_S = 120.0  # groups back on A until they processed every acknowledged record
 EMBEDDED_NAMES = DrillNames("drill", "A", "B")
@@ -486,6 +493,58 @@ class Drill:
             f"{scenario}: no checkpoints on every partition for {', '.join(sorted(missing))} yet"
         )
 
+    def _abort_hanging(self, topic: str) -> list[str]:
+        """Transactions still open on A's ``topic`` once its producer restarted, aborted
+        with Kafka's tool as `mm failback`'s message says; what was done.
+
+        A frozen one-node Kafka cluster fences itself when it resumes (its controller
+        finds its own broker's session expired): its partitions are leaderless for a
+        moment, and Kafka 4.3.1's coordinator, rolling the frozen producer's timed-out
+        transaction back in that moment, takes them for deleted and skips their
+        markers (seen in a CI run). That transaction then hangs: no producer ends it.
+        """
+        cluster = self.clusters["A"] if self.clusters is not None else None
+        if not isinstance(cluster, KRaftCluster):
+            return []  # the embedded broker: its producer's restart ended it
+        assert self.cfg is not None, "start() loads the config"
+        conf = self._client("source", "consumer")
+        profile = self.cfg.cluster(self.names.source).profile
+        keys = [(topic, p) for p in range(PARTITIONS)]
+        deadline = time.monotonic() + SESSION_WAIT_S
+        open_since: float | None = None
+        # markers of a transaction aborted just now may still be on their way
+        while True:
+            try:
+                ends = {k: hi for k, (_lo, hi) in log_bounds(conf, keys, 30, profile).items()}
+                hanging = open_transactions(ends, log_ends(conf, keys, 30))
+            except MirrorError:  # A's partitions still without a leader: read again
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+                continue
+            if not hanging:
+                return []
+            open_since = open_since or time.monotonic()
+            if time.monotonic() - open_since >= HANGING_AFTER_S:
+                break
+            time.sleep(1)
+        done = []
+        for (t, p), (start, _) in sorted(hanging.items()):
+            args = ("abort", "--topic", t, "--partition", str(p), "--start-offset", str(start))
+            cmd = java_cmd(require_jars(), TRANSACTIONS_TOOL, "--bootstrap-server", self.a, *args)
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+            if run.returncode != 0:
+                raise MirrorError(
+                    f"kafka-transactions.sh {' '.join(args)} on A exited {run.returncode}: "
+                    f"{(run.stdout + run.stderr)[-2000:]}"
+                )
+            done.append(
+                f"a transaction hung on A in {t}[{p}] from offset {start} (Kafka's "
+                "coordinator skipped its markers while A was fenced on resuming): aborted "
+                f"with kafka-transactions.sh {' '.join(args)}, as mm failback's message says"
+            )
+        return done
+
     def _stop_workload(self, w: _Workload, *, crash: bool = False) -> None:
         """Stop producers and consumers on A; ``crash``: as their cluster died under
         them (no last commit, no wait for a close the dead cluster cannot answer)."""
@@ -752,6 +811,9 @@ class Drill:
                     self._client("source", "producer"), p.transactional_id, SESSION_WAIT_S
                 )
         reasons = []
+        if self.clusters is not None:
+            for line in self._abort_hanging(w.topic):
+                say(f"failback: {line}")
         dead = end_dead_sessions(
             self._client("source", "consumer"), sorted(w.logs), w.topic, SESSION_WAIT_S
         )

@@ -128,14 +128,6 @@ def one_node_props(port: int, controller_port: int, data_dir: Path) -> dict[str,
         "auto.create.topics.enable": "false",
         # records with old timestamps (a drill's, a test's) must not vanish mid-run
         "log.retention.ms": -1,
-        # A frozen (SIGSTOP) one-node cluster fenced itself when it resumed: its
-        # controller found its own broker's session expired, and every partition was
-        # leaderless for a moment. Kafka 4.3.1's coordinator, rolling back a timed-out
-        # transaction in that moment, took the leaderless partitions for deleted and
-        # skipped their markers: a transaction left open for good (a drill's failback
-        # refused so). A session that outlives any freeze keeps the leaders; a cluster
-        # of one has no other broker to move them to anyway.
-        "broker.session.timeout.ms": 3_600_000,
     }
 
 
