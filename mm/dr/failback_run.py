@@ -59,7 +59,7 @@ from mm.dr.failover_point import FailoverPoint
 from mm.dr.failover_point_run import newest_point
 from mm.dr.groups import DRY_RUN, FAILED, REFUSED, UNCHANGED, TargetGroups, move_groups
 from mm.dr.switchover_run import FlowReads
-from mm.dr.transactions import abort_commands
+from mm.dr.transactions import describe_open, hanging_way_out
 from mm.errors import ConfigError, MirrorError
 from mm.kafka.committed import TO_THE_END, LogReader, reader_of
 from mm.kafka.rawlog import ScanStats
@@ -293,20 +293,16 @@ def open_transaction_message(
     out of each: wait for its end, or abort a hanging one with Kafka's own tool (the
     open transaction's first offset is the partition's read_committed end)."""
     servers = ",".join(cfg.cluster(flow.source).bootstrap_servers)
-    parts = ", ".join(
-        f"{p.topic}[{p.partition}] (read_committed end {p.end_now}, log end {p.log_end})"
-        for p in open_parts
-    )
-    aborts = abort_commands(servers, ((p.topic, p.partition, p.end_now) for p in open_parts))
+    open_at = {(p.topic, p.partition): (p.end_now, p.log_end or 0) for p in open_parts}
     return (
-        f"a transaction is open on {flow.source} past the failover point in {parts}: its "
-        "records are divergent if it commits, so nothing was quarantined, nothing "
-        "mirrored back, no group moved. A transaction ends when its producer commits or "
-        "aborts it, or when the broker aborts it after the producer's "
-        "transaction.timeout.ms; one open longer is hanging (its producer gone, its "
-        "abort never written to the partition), and Kafka's tool aborts it: "
-        f"{aborts} (with --command-config for {flow.source}'s TLS/SASL settings). Once "
-        "it has ended, run mm failback again"
+        f"a transaction is open on {flow.source} past the failover point in "
+        f"{describe_open(open_at)}: its records are divergent if it commits, so nothing "
+        "was quarantined, nothing mirrored back, no group moved. A transaction ends when "
+        "its producer commits or aborts it, or when the broker aborts it after the "
+        "producer's transaction.timeout.ms; one open longer is hanging (its producer "
+        "gone, its abort never written to the partition), and Kafka's tool aborts it: "
+        f"{hanging_way_out(servers, flow.source, open_at)}. Once it has ended, run mm "
+        "failback again"
     )
 
 

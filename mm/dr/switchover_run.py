@@ -37,7 +37,7 @@ from mm.dr.switchover import (
     uncovered,
     unmirrored,
 )
-from mm.dr.transactions import abort_commands, open_transactions
+from mm.dr.transactions import describe_open, hanging_way_out, open_transactions
 from mm.kafka.committed import LogReader, reader_of
 from mm.kafka.rawlog import LogRecord, ScanStats
 from mm.source.plan import NameFilter
@@ -305,17 +305,13 @@ def _open_transactions_problem(
     cfg: MirrorConfig, flow: FlowConfig, open_at: Mapping[Key, tuple[int, int]]
 ) -> str:
     servers = ",".join(cfg.cluster(flow.source).bootstrap_servers)
-    parts = ", ".join(
-        f"{t}[{p}] (read_committed end {end}, log end {log_end})"
-        for (t, p), (end, log_end) in sorted(open_at.items())
-    )
-    aborts = abort_commands(servers, ((t, p, end) for (t, p), (end, _) in sorted(open_at.items())))
     return (
-        f"a transaction is open on {flow.source} in {parts}: what it commits after the "
-        f"switchover would exist only on {flow.source}. Let its producer commit or abort "
-        "it (and stop), or abort a hanging one (open past its producer's "
-        f"transaction.timeout.ms) with Kafka's tool: {aborts} (with --command-config for "
-        f"{flow.source}'s TLS/SASL settings); or pass --force to switch over anyway"
+        f"a transaction is open on {flow.source} in {describe_open(open_at)}: what it "
+        f"commits after the switchover would exist only on {flow.source}. Let its producer "
+        "commit or abort it (and stop), or abort a hanging one (open past its producer's "
+        "transaction.timeout.ms) with Kafka's tool: "
+        f"{hanging_way_out(servers, flow.source, open_at)}; "
+        "or pass --force to switch over anyway"
     )
 
 

@@ -29,11 +29,36 @@ def open_transactions(
     }
 
 
+def abort_args(topic: str, partition: int, start: int) -> list[str]:
+    """``kafka-transactions.sh``'s arguments (after ``--bootstrap-server``) that abort
+    the oldest transaction open on ``topic[partition]``, which starts at ``start``
+    (the partition's read_committed end)."""
+    return ["abort", "--topic", topic, "--partition", str(partition), "--start-offset", str(start)]
+
+
 def abort_commands(bootstrap_servers: str, open_at: Iterable[tuple[str, int, int]]) -> str:
     """Kafka's commands that abort the oldest transaction open on each (topic,
     partition, read_committed end), joined by "; "."""
     return "; ".join(
-        f"kafka-transactions.sh --bootstrap-server {bootstrap_servers} abort --topic {topic} "
-        f"--partition {partition} --start-offset {start}"
-        for topic, partition, start in open_at
+        f"kafka-transactions.sh --bootstrap-server {bootstrap_servers} {' '.join(abort_args(*o))}"
+        for o in open_at
     )
+
+
+def describe_open(open_at: Mapping[Key, tuple[int, int]]) -> str:
+    """``T[p] (read_committed end E, log end L)`` per open partition, in order."""
+    return ", ".join(
+        f"{t}[{p}] (read_committed end {end}, log end {log_end})"
+        for (t, p), (end, log_end) in sorted(open_at.items())
+    )
+
+
+def hanging_way_out(
+    bootstrap_servers: str, cluster: str, open_at: Mapping[Key, tuple[int, int]]
+) -> str:
+    """Kafka's commands that abort a hanging transaction on each open partition of
+    ``cluster``, and what a secured cluster adds to them."""
+    aborts = abort_commands(
+        bootstrap_servers, ((t, p, end) for (t, p), (end, _) in sorted(open_at.items()))
+    )
+    return f"{aborts} (with --command-config for {cluster}'s TLS/SASL settings)"

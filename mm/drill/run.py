@@ -60,7 +60,7 @@ from mm_client.kafka.errors import wrap
 
 from mm.config import FlowConfig, MirrorConfig, load_config
 from mm.config.librdkafka import Role
-from mm.dr.transactions import open_transactions
+from mm.dr.transactions import abort_args, open_transactions
 from mm.drill.accounting import (
     GroupFigures,
     LossFigures,
@@ -530,7 +530,7 @@ class Drill:
             time.sleep(1)
         done = []
         for (t, p), (start, _) in sorted(hanging.items()):
-            args = ("abort", "--topic", t, "--partition", str(p), "--start-offset", str(start))
+            args = abort_args(t, p, start)
             cmd = java_cmd(require_jars(), TRANSACTIONS_TOOL, "--bootstrap-server", self.a, *args)
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
             if run.returncode != 0:
