@@ -26,6 +26,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -244,13 +245,29 @@ def create_topic(
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
-    """Delete ``topic`` and wait until the cluster no longer lists it."""
+    """Delete ``topic`` and wait until the cluster no longer lists it, or lists a new
+    topic of that name (a running mirror may create the target topic again within
+    milliseconds: that is the deletion seen, not a failure to delete)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    before = _topic_id(admin, topic)
     admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
     deadline = time.monotonic() + 30
     while partition_count(bootstrap, topic) is not None:
+        now = _topic_id(admin, topic)
+        if before is not None and now is not None and now != before:
+            return
         assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"
         time.sleep(0.2)
+
+
+def _topic_id(admin: AdminClient, topic: str) -> str | None:
+    """``topic``'s ID, or None when it is not listed or the broker gives none."""
+    try:
+        described = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+    except KafkaException:
+        return None
+    found = str(described.topic_id) if described.topic_id is not None else None
+    return None if found in (None, "AAAAAAAAAAAAAAAAAAAAAA") else found
 
 
 def partition_count(bootstrap: str, topic: str) -> int | None:
