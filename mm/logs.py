@@ -75,7 +75,7 @@ def configure_logging(level: str | None = None, *, json: bool | None = None) -> 
         cache_logger_on_first_use=True,
     )
     # py4j and friends log through stdlib; keep them quiet unless asked.
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=_STDERR)
     _route_librdkafka()
     _configured = True
 

@@ -1,22 +1,335 @@
-"""Run the `mm` command line in subprocesses, as a user would."""
+"""Run the `mm` command line as a user would: the one place tests start `mm`.
+
+:func:`run_command` runs a command to its end and returns its exit code, stdout and
+stderr. A command that ends by itself (``--once``, verify, switchover, failover,
+failback, translate, position, restore, one status) runs in this test worker's
+process, against the one Spark JVM this worker keeps: starting a JVM per command
+was most of the suite's time (13-18 s each, against about 2 s in process). What a
+separate process gives is kept: stdout and stderr at the file descriptors (C-level
+writes too), the JVM's and Spark's Python workers' output of the run appended to
+stderr, SystemExit as the exit code, an escaped exception as a traceback and exit
+1, the working directory, environment, signal handlers and logging context put
+back, and the run's SparkContext stopped as a process exit would.
+
+Tests about a process (signals, kills, stop, long-running jobs, `mm run`, the
+drill) start one: ``process=True``, or a long-running command, always does.
+``MM_TEST_IN_PROCESS=0`` runs every command in its own process.
+"""
 
 from __future__ import annotations
 
+import _thread
+import contextlib
+import gc
+import io
+import json
+import os
 import queue
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MM = [sys.executable, "-m", "mm"]
 
+# commands that always end by themselves
+_ENDING = {"verify", "switchover", "failover", "failback", "translate", "position", "restore"}
+# commands that end by themselves with --once
+_ONCE = {"mirror", "checkpoint", "heartbeat"}
+# set once per worker process (an environment variable: this module is imported both
+# as tests.support.cli and support.cli)
+_JVM_LOG = "MM_TEST_JVM_LOG"
 
-def run_mm(*args: str, cwd: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*MM, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+
+@dataclass
+class CommandRun:
+    """A finished `mm` command: exit code, outputs, wall seconds."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The JSON log events called ``name`` that the run wrote to stderr."""
+        out = []
+        for line in self.stderr.splitlines():
+            if line.startswith("{") and f'"{name}"' in line:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("event") == name:
+                    out.append(event)
+        return out
+
+    def json(self) -> dict[str, Any]:
+        try:
+            out: dict[str, Any] = json.loads(self.stdout)
+        except ValueError:
+            raise AssertionError(f"not JSON:\n{self.describe()}") from None
+        return out
+
+    def describe(self) -> str:
+        return (
+            f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout[-4000:]}"
+            f"\n--- stderr (tail)\n{self.stderr[-8000:]}"
+        )
+
+
+def mm_env() -> dict[str, str]:
+    """The environment an `mm` command runs with: this interpreter for Spark's
+    Python processes, JSON logs (tests read their events)."""
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["MM_LOG_FORMAT"] = "json"
+    return env
+
+
+def run_command(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300.0,
+    while_waiting: Callable[[], Any] | None = None,
+    keep: Path | None = None,
+    process: bool = False,
+) -> CommandRun:
+    """``mm <args>`` in ``cwd`` with ``env`` (default :func:`mm_env`), to its end.
+
+    ``while_waiting`` is called repeatedly until the command ends (e.g. to keep a
+    consumer polling). ``keep``: a path prefix; the outputs are also written to
+    ``<keep>.out`` and ``<keep>.err`` for post-mortems. A command still running
+    after ``timeout`` fails the test.
+    """
+    env = dict(mm_env() if env is None else env)
+    in_process = (
+        not process and os.environ.get("MM_TEST_IN_PROCESS", "1") != "0" and ends_by_itself(args)
     )
+    started = time.monotonic()
+    if in_process:
+        run = _in_process(list(args), cwd, env, timeout, while_waiting)
+    else:
+        run = _subprocess(list(args), cwd, env, timeout, while_waiting)
+    run.seconds = time.monotonic() - started
+    if keep is not None:
+        keep.with_suffix(".out").write_text(run.stdout)
+        keep.with_suffix(".err").write_text(run.stderr)
+    return run
+
+
+def ends_by_itself(args: Sequence[str]) -> bool:
+    """Whether ``mm <args>`` ends by itself (no long-running mode asked for)."""
+    if not args:
+        return False
+    command = args[0]
+    if command in _ENDING:
+        return True
+    if command in _ONCE or command == "backup":
+        if "--once" in args:
+            return True
+        return command == "backup" and any(a in ("ls", "compact", "verify") for a in args[1:])
+    if command == "status":
+        return not any(a in ("--watch", "--serve") or a.startswith("--serve=") for a in args)
+    return False
+
+
+def _subprocess(
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    while_waiting: Callable[[], Any] | None,
+) -> CommandRun:
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [*MM, *args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=err,
+            text=True,
+            start_new_session=True,  # killed whole (its JVM too) on timeout
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    err.seek(0)
+                    raise AssertionError(
+                        f"mm {' '.join(args)} did not end within {timeout:.0f}s\n"
+                        f"{err.read()[-8000:]}"
+                    )
+                if while_waiting is not None:
+                    while_waiting()
+                else:
+                    time.sleep(0.05)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # a JVM left behind by a crashed driver
+            proc.wait(30)
+        out.seek(0)
+        err.seek(0)
+        return CommandRun(proc.returncode, out.read(), err.read(), 0.0)
+
+
+def _in_process(
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    while_waiting: Callable[[], Any] | None,
+) -> CommandRun:
+    jvm_log = _worker_jvm(env)
+    jvm_from = jvm_log.stat().st_size
+    done = threading.Event()
+    timed_out = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        while not done.wait(0.05):
+            if while_waiting is not None:
+                while_waiting()
+            if time.monotonic() > deadline and not timed_out.is_set():
+                timed_out.set()
+                _thread.interrupt_main()  # the command sees Ctrl-C
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out_path, err_path = Path(tmp, "out"), Path(tmp, "err")
+        with _as_a_process(cwd, env), _outputs(out_path, err_path) as (_out, err):
+            watcher.start()
+            try:
+                code = _main(args, err)
+            finally:
+                done.set()
+                watcher.join()
+        stdout = out_path.read_text(errors="replace")
+        stderr = err_path.read_text(errors="replace")
+    with jvm_log.open("rb") as f:
+        f.seek(jvm_from)
+        stderr += f.read().decode(errors="replace")
+    if timed_out.is_set():
+        raise AssertionError(
+            f"mm {' '.join(args)} did not end within {timeout:.0f}s\n{stderr[-8000:]}"
+        )
+    return CommandRun(code, stdout, stderr, 0.0)
+
+
+def _main(args: list[str], err: io.TextIOBase) -> int:
+    """`mm`'s main as ``python -m mm`` runs it: SystemExit is the exit code, an escaped
+    exception a traceback on stderr and exit 1."""
+    from mm.cli import main
+
+    try:
+        return int(main(args) or 0)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(exc.code, file=err)
+        return 1
+    except BaseException:
+        traceback.print_exc(file=err)
+        return 1
+    finally:
+        _end_spark()
+
+
+def _end_spark() -> None:
+    """Stop what the command left running, as its process's exit would."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        with contextlib.suppress(Exception):
+            active.stop()
+    gc.collect()  # Kafka clients the command dropped are closed now, not later
+
+
+@contextlib.contextmanager
+def _as_a_process(cwd: Path, env: dict[str, str]) -> Iterator[None]:
+    """``cwd``, ``env``, fresh logging context; all put back after."""
+    import structlog
+
+    old_cwd, old_env = os.getcwd(), dict(os.environ)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ[_JVM_LOG] = old_env[_JVM_LOG]
+    structlog.contextvars.clear_contextvars()
+    try:
+        yield
+    finally:
+        structlog.contextvars.clear_contextvars()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        os.environ.clear()
+        os.environ.update(old_env)
+        os.chdir(old_cwd)
+
+
+@contextlib.contextmanager
+def _outputs(out_path: Path, err_path: Path) -> Iterator[tuple[io.TextIOBase, io.TextIOBase]]:
+    """stdout and stderr into the two files, at the descriptors too (librdkafka and
+    other C code write there)."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()  # type: ignore[union-attr]
+    saved = os.dup(1), os.dup(2)
+    with open(out_path, "a", buffering=1) as out, open(err_path, "a", buffering=1) as err:
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                yield out, err
+        finally:
+            out.flush()
+            err.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def _worker_jvm(env: Mapping[str, str]) -> Path:
+    """This worker's Spark JVM, started once with the product's defaults, its output
+    (and its Python workers') into a file each run reads its part of."""
+    known = os.environ.get(_JVM_LOG)
+    if known:
+        return Path(known)
+    from pyspark import SparkConf, SparkContext
+
+    from mm.spark_session import DEFAULTS, require_java, spark_python
+
+    require_java()
+    log = Path(tempfile.mkdtemp(prefix="mm-test-jvm-")) / "jvm.log"
+    log.touch()
+    os.environ["PYSPARK_PYTHON"] = spark_python(env.get("PYSPARK_PYTHON"))
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    with _outputs(log, log):
+        conf = SparkConf(loadDefaults=False).setAll(list(DEFAULTS.items()))
+        SparkContext._ensure_initialized(conf=conf)
+    os.environ[_JVM_LOG] = str(log)
+    return log
+
+
+def run_mm(*args: str, cwd: Path, timeout: float = 60.0) -> CommandRun:
+    """``mm <args>`` in ``cwd`` (see :func:`run_command`)."""
+    return run_command(args, cwd=cwd, timeout=timeout)
 
 
 class MMProcess:

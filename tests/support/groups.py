@@ -4,8 +4,6 @@ what a group would consume from its committed offsets, run `mm` commands that mo
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,13 +14,12 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from support.cli import run_command
 from support.mirror import (
     MirrorRun,
     Rec,
     create_topic,
-    kill_group,
     mirror_properties,
-    mm_env,
     produce_mixed,
     read_topic,
 )
@@ -42,41 +39,19 @@ def run_mm(
     timeout: float = 300.0,
     while_waiting: Callable[[], Any] | None = None,
 ) -> MirrorRun:
-    """`mm <command> -c config <args>` in its own session; output kept next to ``config``.
+    """`mm <command> -c config <args>` to its end; output kept next to ``config`` as
+    ``<command>-<n>.out`` / ``.err``.
 
-    ``while_waiting`` is called repeatedly until the command exits (e.g. to keep a
+    ``while_waiting`` is called repeatedly until the command ends (e.g. to keep a
     consumer polling).
     """
-    started = time.monotonic()
     n = len(list(config.parent.glob(f"{command}-*.out")))
-    out_path = config.parent / f"{command}-{n}.out"
-    err_path = config.parent / f"{command}-{n}.err"
-    with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mm", command, "-c", str(config), *args],
-            cwd=config.parent,
-            env=mm_env(),
-            stdout=out,
-            stderr=err,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            deadline = started + timeout
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"mm {command} {args} timed out\n{err_path.read_text()[-8000:]}"
-                    )
-                if while_waiting is not None:
-                    while_waiting()
-                else:
-                    time.sleep(0.05)
-        finally:
-            kill_group(proc)
-            proc.wait(30)
-    return MirrorRun(
-        proc.returncode, out_path.read_text(), err_path.read_text(), time.monotonic() - started
+    return run_command(
+        [command, "-c", str(config), *args],
+        cwd=config.parent,
+        timeout=timeout,
+        while_waiting=while_waiting,
+        keep=config.parent / f"{command}-{n}",
     )
 
 

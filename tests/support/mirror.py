@@ -7,7 +7,6 @@ watermark a Fetch reported, not ListOffsets(latest), which Tansu under-reports.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -38,6 +37,7 @@ from mm.config import build_config
 from mm.kafka.rawlog import committed_view, read_log
 from mm.logs import get_logger
 from mm.source.topics import TopicMirrorPlanner
+from support.cli import CommandRun, mm_env, run_command
 
 MIRROR_TIMEOUT = 300.0
 _NAME = re.compile(r"[A-Za-z0-9-]+")
@@ -79,74 +79,16 @@ def mirror_properties(
     return path
 
 
-def mm_env() -> dict[str, str]:
-    """The environment an `mm` subprocess runs with: this interpreter for Spark's
-    Python processes, JSON logs (tests read their events)."""
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["MM_LOG_FORMAT"] = "json"
-    return env
-
-
 def mirror_cmd(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "mm", "mirror", "-c", str(config), *args]
 
 
-@dataclass
-class MirrorRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        """The JSON log events called ``name`` that the run wrote to stderr."""
-        out = []
-        for line in self.stderr.splitlines():
-            if line.startswith("{") and f'"{name}"' in line:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if event.get("event") == name:
-                    out.append(event)
-        return out
-
-    def describe(self) -> str:
-        return (
-            f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout[-4000:]}"
-            f"\n--- stderr (tail)\n{self.stderr[-8000:]}"
-        )
+MirrorRun = CommandRun  # what a finished `mm` command gives (tests.support.cli)
 
 
 def run_mirror_once(config: Path, *, timeout: float = MIRROR_TIMEOUT) -> MirrorRun:
-    """`mm mirror -c config --once` in a subprocess (own session: killed whole on timeout)."""
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        mirror_cmd(config, "--once"),
-        cwd=config.parent,
-        env=mm_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        raise AssertionError(
-            f"mm mirror --once did not finish within {timeout:.0f}s\n{out[-4000:]}\n{err[-8000:]}"
-        ) from None
-    finally:
-        kill_group(proc)  # a JVM left behind by a crashed driver
-    return MirrorRun(proc.returncode, out, err, time.monotonic() - started)
+    """`mm mirror -c config --once`, to its end (see tests.support.cli.run_command)."""
+    return run_command(["mirror", "-c", str(config), "--once"], cwd=config.parent, timeout=timeout)
 
 
 def kill_group(proc: subprocess.Popen[Any]) -> None:

@@ -40,6 +40,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from mm_client.errors import RecordDecodeError
 from mm_client.records import Checkpoint
+from support.cli import run_command
 from support.clusters import KafkaCluster
 from support.mirror import (
     MirrorRun,
@@ -69,30 +70,15 @@ FAR_AHEAD_ON_TARGET = 1_000_000
 
 
 def run_mm(config: Path, *args: str, timeout: float = 300.0) -> MirrorRun:
-    """`mm <args> -c config` in its own session (killed whole on timeout)."""
-    started = time.monotonic()
-    # outputs kept next to the config for post-mortems: <command>-<n>.out / .err
+    """`mm <args> -c config` to its end; outputs kept next to the config for
+    post-mortems: <command>-<n>.out / .err."""
     n = len(list(config.parent.glob(f"{args[0]}-*.out")))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mm", args[0], "-c", str(config), *args[1:]],
+    return run_command(
+        [args[0], "-c", str(config), *args[1:]],
         cwd=config.parent,
-        env=mm_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+        timeout=timeout,
+        keep=config.parent / f"{args[0]}-{n}",
     )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        raise AssertionError(f"mm {args} timed out\n{out[-4000:]}\n{err[-8000:]}") from None
-    finally:
-        kill_group(proc)
-    (config.parent / f"{args[0]}-{n}.out").write_text(out)
-    (config.parent / f"{args[0]}-{n}.err").write_text(err)
-    return MirrorRun(proc.returncode, out, err, time.monotonic() - started)
 
 
 def produce_gappy(bootstrap: str, topic: str, rounds: int, tag: str, seed: int) -> None:

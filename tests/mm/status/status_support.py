@@ -5,7 +5,6 @@ Imported by the test modules of this directory (pytest puts it on sys.path).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,12 +12,12 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
+from support.cli import CommandRun, run_command
 from support.mirror import mm_env
 
 
@@ -41,35 +40,11 @@ def write_properties(
     return path
 
 
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def json(self) -> dict[str, Any]:
-        return dict(json.loads(self.stdout))
-
-    def describe(self) -> str:
-        return (
-            f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout[-6000:]}"
-            f"\n--- stderr\n{self.stderr[-6000:]}"
-        )
+Run = CommandRun  # a finished `mm` command (tests.support.cli)
 
 
 def run_mm(*args: str, cwd: Path, timeout: float = 120.0) -> Run:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "mm", *args],
-        cwd=cwd,
-        env=mm_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+    return run_command(args, cwd=cwd, timeout=timeout)
 
 
 def status(config: Path, *args: str, timeout: float = 120.0) -> Run:
