@@ -13,7 +13,9 @@ back, and the run's SparkContext stopped as a process exit would.
 
 Tests about a process (signals, kills, stop, long-running jobs, `mm run`, the
 drill) start one: ``process=True``, or a long-running command, always does.
-``MM_TEST_IN_PROCESS=0`` runs every command in its own process.
+``MMTEST_IN_PROCESS=0`` runs every command in its own process. A command whose
+environment differs from the worker JVM's where Spark's Python workers read it
+(e.g. cloud credentials), or that asks for other logging, gets its own process too.
 """
 
 from __future__ import annotations
@@ -43,9 +45,21 @@ MM = [sys.executable, "-m", "mm"]
 _ENDING = {"verify", "switchover", "failover", "failback", "translate", "position", "restore"}
 # commands that end by themselves with --once
 _ONCE = {"mirror", "checkpoint", "heartbeat"}
-# set once per worker process (an environment variable: this module is imported both
-# as tests.support.cli and support.cli)
-_JVM_LOG = "MM_TEST_JVM_LOG"
+# the environment before any test changed it: the worker JVM's (and so its Python
+# workers') environment
+_BASE_ENV = dict(os.environ)
+# not read by the JVM or Spark's Python workers: pytest's own, and mm's configuration
+# overrides (read by the command, in this process), except its logging settings
+_NOT_FOR_WORKERS = ("PYTEST_", "MM_")
+_WORKER_READS = ("MM_LOG_LEVEL", "MM_LOG_FORMAT")
+_PYTHONS = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+def _worker_state() -> dict[str, Any]:
+    """This process's JVM log, set once: kept on ``sys`` because this module is
+    imported both as tests.support.cli and support.cli."""
+    state: dict[str, Any] = sys.__dict__.setdefault("_mm_test_in_process", {})
+    return state
 
 
 @dataclass
@@ -117,7 +131,11 @@ def run_command(
     """
     env = dict(mm_env() if env is None else env)
     in_process = (
-        not process and os.environ.get("MM_TEST_IN_PROCESS", "1") != "0" and ends_by_itself(args)
+        not process
+        and os.environ.get("MMTEST_IN_PROCESS", "1") != "0"
+        and ends_by_itself(args)
+        and "--log-level" not in args
+        and _as_the_worker_jvm_runs(env)
     )
     started = time.monotonic()
     if in_process:
@@ -145,6 +163,27 @@ def ends_by_itself(args: Sequence[str]) -> bool:
     if command == "status":
         return not any(a in ("--watch", "--serve") or a.startswith("--serve=") for a in args)
     return False
+
+
+def _jvm_env() -> dict[str, str]:
+    """The environment the worker JVM starts with (and its Python workers inherit)."""
+    return {**_BASE_ENV, **dict.fromkeys(_PYTHONS, sys.executable), "MM_LOG_FORMAT": "json"}
+
+
+def _as_the_worker_jvm_runs(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` gives Spark's Python workers, and mm's logging (configured once
+    per process), what the worker JVM gives them; otherwise the command needs its own
+    process (e.g. cloud credentials a task reads, debug logs)."""
+
+    def seen(e: Mapping[str, str]) -> dict[str, str]:
+        return {
+            k: v
+            for k, v in e.items()
+            if k not in _PYTHONS and (k in _WORKER_READS or not k.startswith(_NOT_FOR_WORKERS))
+        }
+
+    info = env.get("MM_LOG_LEVEL", "INFO").upper() == "INFO"
+    return info and seen(env) == seen(_jvm_env())
 
 
 def _subprocess(
@@ -193,7 +232,7 @@ def _in_process(
     timeout: float,
     while_waiting: Callable[[], Any] | None,
 ) -> CommandRun:
-    jvm_log = _worker_jvm(env)
+    jvm_log = _worker_jvm()
     jvm_from = jvm_log.stat().st_size
     done = threading.Event()
     timed_out = threading.Event()
@@ -261,25 +300,44 @@ def _end_spark() -> None:
 
 @contextlib.contextmanager
 def _as_a_process(cwd: Path, env: dict[str, str]) -> Iterator[None]:
-    """``cwd``, ``env``, fresh logging context; all put back after."""
+    """``cwd``, ``env``, a fresh logging context, and the root logger a new `mm`
+    process has (mm's logging.basicConfig: WARNING and up on stderr; pytest's capture
+    handlers would otherwise stand in for it); all put back after."""
+    import logging
+
     import structlog
 
     old_cwd, old_env = os.getcwd(), dict(os.environ)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    root = logging.getLogger()
+    root_handlers, root_level = root.handlers[:], root.level
+    stderr = logging.StreamHandler(_CurrentStderr())  # type: ignore[arg-type]
+    stderr.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    root.handlers, root.level = [stderr], logging.WARNING
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    os.environ[_JVM_LOG] = old_env[_JVM_LOG]
     structlog.contextvars.clear_contextvars()
     try:
         yield
     finally:
+        root.handlers, root.level = root_handlers, root_level
         structlog.contextvars.clear_contextvars()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         os.environ.clear()
         os.environ.update(old_env)
         os.chdir(old_cwd)
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 @contextlib.contextmanager
@@ -305,12 +363,13 @@ def _outputs(out_path: Path, err_path: Path) -> Iterator[tuple[io.TextIOBase, io
             os.close(saved[1])
 
 
-def _worker_jvm(env: Mapping[str, str]) -> Path:
-    """This worker's Spark JVM, started once with the product's defaults, its output
-    (and its Python workers') into a file each run reads its part of."""
-    known = os.environ.get(_JVM_LOG)
-    if known:
-        return Path(known)
+def _worker_jvm() -> Path:
+    """This worker's Spark JVM, started once with the product's defaults and
+    :func:`_jvm_env`; its output (and its Python workers') goes into a file each run
+    reads its part of."""
+    state = _worker_state()
+    if "jvm_log" in state:
+        return Path(state["jvm_log"])
     from pyspark import SparkConf, SparkContext
 
     from mm.spark_session import DEFAULTS, require_java, spark_python
@@ -318,12 +377,12 @@ def _worker_jvm(env: Mapping[str, str]) -> Path:
     require_java()
     log = Path(tempfile.mkdtemp(prefix="mm-test-jvm-")) / "jvm.log"
     log.touch()
-    os.environ["PYSPARK_PYTHON"] = spark_python(env.get("PYSPARK_PYTHON"))
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    with _outputs(log, log):
+    env = _jvm_env()
+    env["PYSPARK_PYTHON"] = spark_python(env["PYSPARK_PYTHON"])
+    with _as_a_process(Path.cwd(), env), _outputs(log, log):
         conf = SparkConf(loadDefaults=False).setAll(list(DEFAULTS.items()))
         SparkContext._ensure_initialized(conf=conf)
-    os.environ[_JVM_LOG] = str(log)
+    state["jvm_log"] = str(log)
     return log
 
 
