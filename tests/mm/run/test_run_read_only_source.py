@@ -3,7 +3,8 @@ with ``offset-syncs.topic.location = target`` writes nothing to A.
 
 A's topics, their partitions' ends and its consumer groups' offsets are read
 before and after a run that mirrored records and translated a group: they must be
-equal (the producer stops before the first read). B receives everything.
+equal (the producer stops before the first read). B receives everything. A is a
+cluster of the test's own: the other test worker writes to the shared one meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from support.apache_kafka import KRaftBroker
 from support.clusters import KafkaCluster
 from support.eos import MirrorProcess, kill_groups, log_events, process_tree, wait_all_gone
 from support.groups import commit_admin, group_offsets
@@ -48,7 +50,7 @@ def _snapshot(bootstrap: str) -> dict[str, object]:
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_read_only_source_mode_writes_nothing_to_a(
-    cluster_a: KafkaCluster,
+    own_kafka: Callable[..., KRaftBroker],
     cluster_b: KafkaCluster,
     unique_topic: Callable[..., str],
     unique_group: Callable[..., str],
@@ -56,7 +58,7 @@ def test_read_only_source_mode_writes_nothing_to_a(
 ) -> None:
     topic = unique_topic("ro")
     group = unique_group("app")
-    a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
+    a, b = own_kafka().bootstrap, cluster_b.bootstrap_servers
     create_topic(a, topic, PARTITIONS)
     for p in range(PARTITIONS):
         produce_batch(a, topic, p, 500, "ro")
