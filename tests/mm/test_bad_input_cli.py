@@ -13,12 +13,13 @@ from __future__ import annotations
 import ast
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from support.clusters import KafkaCluster
+from support.apache_kafka import KRaftBroker
 
 from mm import reach
 from mm.cli import main
@@ -396,10 +397,18 @@ def _cluster_state(bootstrap: str) -> tuple[set[str], set[str]]:
 REFUSED = [c for c in CONFIG_CASES if c.exit == 2]
 
 
+def _own_pair(own_kafka: Callable[..., KRaftBroker]) -> tuple[str, str]:
+    """Two clusters of the test's own: "nothing changed" compares whole clusters, and
+    the other test worker writes to the shared ones meanwhile."""
+    brokers = [own_kafka(wait=False) for _ in range(2)]
+    for broker in brokers:
+        broker.wait_ready()
+    return brokers[0].bootstrap, brokers[1].bootstrap
+
+
 @pytest.mark.integration
 def test_refused_runs_create_nothing_on_either_cluster(
-    cluster_a: KafkaCluster,
-    cluster_b: KafkaCluster,
+    own_kafka: Callable[..., KRaftBroker],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -408,7 +417,7 @@ def test_refused_runs_create_nothing_on_either_cluster(
     heartbeat) against live clusters: exit 2, no state directory, and the two
     clusters hold the same topics and groups afterwards."""
     monkeypatch.chdir(tmp_path)
-    clusters = (cluster_a.bootstrap_servers, cluster_b.bootstrap_servers)
+    clusters = _own_pair(own_kafka)
     before = [_cluster_state(b) for b in clusters]
     for case in REFUSED:
         path = tmp_path / f"{case.id}.properties"
@@ -426,8 +435,7 @@ def test_refused_runs_create_nothing_on_either_cluster(
 
 @pytest.mark.integration
 def test_unknown_group_is_named_and_nothing_is_written(
-    cluster_a: KafkaCluster,
-    cluster_b: KafkaCluster,
+    own_kafka: Callable[..., KRaftBroker],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -437,13 +445,13 @@ def test_unknown_group_is_named_and_nothing_is_written(
     changes. Failover records the flow's failover point all the same (it is the flow's,
     not the group's: failback needs it), in its own topic on the target."""
     monkeypatch.chdir(tmp_path)
-    clusters = (cluster_a.bootstrap_servers, cluster_b.bootstrap_servers)
+    clusters = _own_pair(own_kafka)
     path = tmp_path / "mm.properties"
     # aliases of its own, and an (empty) checkpoints topic as a checkpoint job leaves it
     s, t = f"S{uuid.uuid4().hex[:6]}", f"T{uuid.uuid4().hex[:6]}"
     path.write_text(base_props(*clusters, s, t), encoding="utf-8")
     checkpoints = f"{s}.checkpoints.internal"
-    admin = AdminClient({"bootstrap.servers": cluster_b.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": clusters[1]})
     admin.create_topics([NewTopic(checkpoints, 1, 1)])[checkpoints].result(15)
     before = [_cluster_state(b) for b in clusters]
     missing = f"no checkpoints for group 'nosuch' in {checkpoints} on {t}"
