@@ -65,16 +65,39 @@ def spark_python(configured: str | None = None) -> str:
     return launcher if os.access(launcher, os.X_OK) else sys.executable
 
 
-def build_spark(app_name: str, spark_conf: Mapping[str, str]) -> SparkSession:
-    require_java()
+def build_spark(
+    app_name: str, spark_conf: Mapping[str, str], class_archive: str = "auto"
+) -> SparkSession:
+    """The SparkSession, its driver JVM started from a class archive where one is
+    ready (``class_archive``: the ``mm.spark.class.archive`` setting)."""
+    java = require_java()
     os.environ["PYSPARK_PYTHON"] = spark_python(os.environ.get("PYSPARK_PYTHON"))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in {**DEFAULTS, **dict(spark_conf)}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    from mm.spark_classes import java_options, set_aside, with_java_options
+
+    conf = {**DEFAULTS, **dict(spark_conf)}
+    archive = None
+    if SparkContext._gateway is None:  # the options apply to a JVM not yet started
+        options, archive = java_options(class_archive, conf, java)
+        conf = with_java_options(conf, options)
+
+    def session(conf: Mapping[str, str]) -> SparkSession:
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
+    try:
+        spark = session(conf)
+    except Exception:
+        if archive is None:
+            raise
+        # a JVM that cannot start from the archive starts without it, once
+        set_aside(archive)
+        spark = session({**DEFAULTS, **dict(spark_conf)})
     spark.sparkContext.setLogLevel(os.environ.get("MM_SPARK_LOG_LEVEL", "WARN"))
     if "MM_SPARK_LOG_LEVEL" not in os.environ:
         from mm.spark_errors import quiet_task_failures

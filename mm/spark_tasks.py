@@ -41,7 +41,7 @@ def run_python_tasks(
     else:
         from mm.spark_session import build_spark
 
-        spark = build_spark(app_name, cfg.spark)
+        spark = build_spark(app_name, cfg.spark, cfg.setting("spark.class.archive"))
     try:
         return map_tasks(spark, fn, tasks)
     except MirrorError:

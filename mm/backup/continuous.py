@@ -191,7 +191,7 @@ def _one_line(exc: BaseException) -> str:
 def _spark(cfg: MirrorConfig) -> Any:
     from mm.spark_session import build_spark
 
-    return build_spark("mm-backup", cfg.spark)
+    return build_spark("mm-backup", cfg.spark, cfg.setting("spark.class.archive"))
 
 
 def _log_pass(

@@ -302,7 +302,7 @@ def run_ranges(spark: Any, ctx: TaskContext, tasks: list[RangeTask]) -> list[Ran
 def _spark(cfg: MirrorConfig) -> Any:
     from mm.spark_session import build_spark
 
-    return build_spark("mm-backup", cfg.spark)
+    return build_spark("mm-backup", cfg.spark, cfg.setting("spark.class.archive"))
 
 
 # --- ls ---------------------------------------------------------------------------------

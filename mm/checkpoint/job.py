@@ -98,7 +98,7 @@ def _run(
         if session is not None:
             spark = session
         else:
-            spark = build_spark("mm-checkpoint", cfg.spark)
+            spark = build_spark("mm-checkpoint", cfg.spark, cfg.setting("spark.class.archive"))
             # PySpark installed its own SIGINT handler (cancel the jobs, raise
             # KeyboardInterrupt in the py4j call running: tracebacks); ours again
             restore_ours = stop_on_signals(stop, log)

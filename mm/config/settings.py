@@ -10,6 +10,7 @@ unknown ``mm.*`` key is kept but warned about, with the closest known key.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,15 @@ def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError(raw)
     return raw.strip()
+
+
+def _class_archive(raw: str) -> str:
+    value = raw.strip()
+    if value.lower() in ("auto", "off"):
+        return value.lower()
+    if not os.path.isabs(value):
+        raise ValueError(raw)
+    return value
 
 
 def _profile(raw: str) -> str:
@@ -198,6 +208,15 @@ _SETTINGS = (
         _positive_int,
         "a positive whole number of offset syncs",
         "offset syncs the checkpoint job reads per micro-batch",
+    ),
+    Setting(
+        "spark.class.archive",
+        "auto",
+        _class_archive,
+        "auto, off or an absolute directory path",
+        "Spark's driver JVM starts from a class-data-sharing archive kept in this directory "
+        "(auto: $XDG_CACHE_HOME/mm/spark-classes or ~/.cache/mm/spark-classes), built in "
+        "the background by the first start without one; off: never (see mm.spark_classes)",
     ),
     Setting(
         "metrics.port",

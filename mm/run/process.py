@@ -52,7 +52,7 @@ def run_all(
             return RunResult(state.jobs(), [])
         from mm.spark_session import build_spark
 
-        spark = build_spark("mm-run", cfg.spark)
+        spark = build_spark("mm-run", cfg.spark, cfg.setting("spark.class.archive"))
         # PySpark installed its own SIGINT handler as Spark started: ours again
         restore_spark = stop_on_signals(stop, log)
         shared = SharedRun(stop, spark)

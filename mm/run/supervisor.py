@@ -27,8 +27,17 @@ class Job:
     run: Callable[[threading.Event], Any]
 
 
+def _text(exc: BaseException) -> str:
+    """The exception's message; a Py4J error builds its message by asking the JVM,
+    which fails once the JVM is gone (a signal to the process group stops both)."""
+    try:
+        return str(exc)
+    except Exception as unreadable:
+        return f"(message unreadable: {type(unreadable).__name__}: {unreadable})"
+
+
 def describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = _text(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
@@ -82,7 +91,7 @@ class Supervisor:
             except Exception as exc:  # every failure is logged, counted and retried
                 if self.stop.is_set():
                     # e.g. Spark's JVM already shut down by a signal to the process group
-                    log.debug("job ended with an error while stopping", error=str(exc)[:4000])
+                    log.debug("job ended with an error while stopping", error=_text(exc)[:4000])
                     break
                 error = describe(exc)
             failures = self.backoff.failures_in_a_row(failures, self._clock() - started)

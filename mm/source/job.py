@@ -400,7 +400,11 @@ def _run_flows(
     if stop.is_set():  # before Spark starts: nothing to stop
         (log.info if shared is None else log.debug)("mirror stopped on request")
         return stats
-    spark = build_spark("mm-mirror", cfg.spark) if shared is None else shared.spark
+    spark = (
+        build_spark("mm-mirror", cfg.spark, cfg.setting("spark.class.archive"))
+        if shared is None
+        else shared.spark
+    )
     spark.dataSource.register(MirrorDataSource)
     max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
     summary_seconds = float(cfg.setting("mirror.log.summary.seconds"))

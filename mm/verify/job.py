@@ -343,4 +343,4 @@ def run_verify(
 def _spark(cfg: MirrorConfig) -> Any:
     from mm.spark_session import build_spark
 
-    return build_spark("mm-verify", cfg.spark)
+    return build_spark("mm-verify", cfg.spark, cfg.setting("spark.class.archive"))

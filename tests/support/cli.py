@@ -372,15 +372,20 @@ def _worker_jvm() -> Path:
         return Path(state["jvm_log"])
     from pyspark import SparkConf, SparkContext
 
+    from mm.spark_classes import java_options, with_java_options
     from mm.spark_session import DEFAULTS, require_java, spark_python
 
-    require_java()
+    java = require_java()
     log = Path(tempfile.mkdtemp(prefix="mm-test-jvm-")) / "jvm.log"
     log.touch()
     env = _jvm_env()
     env["PYSPARK_PYTHON"] = spark_python(env["PYSPARK_PYTHON"])
     with _as_a_process(Path.cwd(), env), _outputs(log, log):
-        conf = SparkConf(loadDefaults=False).setAll(list(DEFAULTS.items()))
+        # as a new mm process starts it: from the class archive where one is ready
+        options, _ = java_options("auto", DEFAULTS, java)
+        conf = SparkConf(loadDefaults=False).setAll(
+            list(with_java_options(DEFAULTS, options).items())
+        )
         SparkContext._ensure_initialized(conf=conf)
     state["jvm_log"] = str(log)
     return log

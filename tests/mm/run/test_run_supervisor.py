@@ -181,6 +181,45 @@ def test_stop_during_backoff_stops_without_another_start() -> None:
     assert runs == [1] and state.jobs()[0].state == STOPPED
 
 
+class _GatewayGone(Exception):
+    """As a Py4J error whose JVM has exited: its message cannot be built."""
+
+    def __str__(self) -> str:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+def test_an_error_whose_message_is_unreadable_is_logged_not_raised() -> None:
+    """Seen on `mm run` stopped by a signal: the checkpoint query's stop raised a Py4J
+    error after the JVM exited, and reading its message ended the thread in a traceback."""
+    stopping = threading.Event()
+    ended: list[str] = []
+
+    def dies_on_stop(stop: threading.Event) -> None:
+        stop.wait()
+        stopping.set()
+        raise _GatewayGone()
+
+    def fails_once(stop: threading.Event) -> None:
+        if not ended:
+            ended.append("failed")
+            raise _GatewayGone()
+        stop.wait()
+
+    sup, stop, state = _supervise(
+        [Job("checkpoint", ["A->B"], dies_on_stop), Job("mirror", ["A->B"], fails_once)],
+        initial=0.01,
+    )
+    deadline = time.monotonic() + 5
+    while state.jobs()[1].restarts < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    error = state.jobs()[1].last_error
+    assert error is not None and error.startswith("_GatewayGone: (message unreadable: ")
+    assert "Connection refused" in error
+    stop.set()
+    assert sup.join(5) == [] and stopping.is_set()
+    assert {j.state for j in state.jobs()} == {STOPPED}
+
+
 def test_run_alerts() -> None:
     state = RunState({"mirror": ["A->B"], "checkpoint": ["A->B"]}, None, lambda: 1_000)
     state.running("mirror")
