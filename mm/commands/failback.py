@@ -25,7 +25,8 @@ yet are reported as known after step 2. ``--quarantine-only`` runs step 1 alone.
 
 Exit codes: 0 every step done and every selected group moved exactly (or would be,
 with ``--dry-run``); 1 no failover point, A ends below the failover point on some
-partition (A lost records B has: nothing is mirrored nor moved), the reverse mirror
+partition or its records below it differ from B's copies (A lost records B has:
+they are reported and quarantined, nothing is mirrored nor moved), the reverse mirror
 failed or is still behind B, or some group was refused or has no exact offset; 2
 invalid configuration or usage (among them: B->A not enabled, or the identity
 policy with a B->A filter that would mirror A's own topics back).
@@ -110,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         print(render(report))
     for problem in report.problems:
         print(f"mm failback: {problem}", file=sys.stderr)
-    return 0 if report.ok and not report.divergence.behind else 1
+    lost = report.divergence.behind or report.divergence.rewritten
+    return 0 if report.ok and not lost else 1
 
 
 def render(report: FailbackReport) -> str:
@@ -213,6 +215,12 @@ def render_divergence(report: DivergenceReport) -> str:
         f"failback {report.flow}: {report.records} divergent records on {report.source} "
         f"(written after the mirror's last copy, never on the target); {where}"
     )
+    for p in report.rewritten:
+        lines.append(
+            f"  {p.topic}[{p.partition}]: {report.source}'s records differ from the target's "
+            f"copies from offset {p.start}, below the failover point {p.failover_at} "
+            f"({p.depth_scanned} offsets compared): divergent from there"
+        )
     for p in report.behind:
         lines.append(
             f"  {p.topic}[{p.partition}]: {report.source} now ends at {p.end_now}, below the "

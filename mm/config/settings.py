@@ -210,6 +210,14 @@ _SETTINGS = (
         "offset syncs the checkpoint job reads per micro-batch",
     ),
     Setting(
+        "failback.divergence.scan.records",
+        100_000,
+        _positive_int,
+        "a positive whole number of offsets",
+        "`mm failback` compares A's records below the failover point with B's copies, "
+        "scanning back this many offsets per partition at most until they agree",
+    ),
+    Setting(
         "spark.class.archive",
         "auto",
         _class_archive,

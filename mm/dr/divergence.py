@@ -7,6 +7,13 @@ divergence: reported per partition (count, offset and time range) and kept in a
 quarantine before anything else touches A. A partition whose end on A is now
 below the failover point lost records B has (an unclean recovery of A): reported,
 never "fixed" silently.
+
+Offsets alone miss one history: A rebuilt from a copy older than the failover
+point (a disk snapshot, an unclean election) and written again past it. Its
+records below the point are then not the ones B copied. So A's committed records
+below the point are compared with B's copies, by digest (:func:`content_divergence`),
+scanning back until they agree (at most ``mm.failback.divergence.scan.records``
+offsets); the divergence starts at the first record that differs.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mm.dr.failover_point import FailoverPoint
+from mm.verify.compare import first_difference
+from mm.verify.digest import DigestSeq
 
 Key = tuple[str, int]
 
@@ -34,6 +43,12 @@ class PartitionDivergence:
     behind: int = 0
     # the log end (high watermark): above ``end_now`` while a transaction is open
     log_end: int | None = None
+    # content below the failover point, compared with B's copies: from this offset
+    # (None: not compared), whether a record both hold in place was found, and the
+    # first offset whose record B's copies do not hold there (None: all agree)
+    compared_from: int | None = None
+    agreement_found: bool | None = None
+    content_differs_at: int | None = None
 
     @property
     def open_transaction(self) -> bool:
@@ -41,7 +56,18 @@ class PartitionDivergence:
 
     @property
     def start(self) -> int:
+        """Where the divergence starts: the failover point, or the first record
+        below it whose content B's copies do not hold."""
+        if self.content_differs_at is not None:
+            return min(self.content_differs_at, self.failover_at or 0)
         return self.failover_at or 0
+
+    @property
+    def depth_scanned(self) -> int:
+        """Offsets below the failover point whose content was compared."""
+        if self.compared_from is None:
+            return 0
+        return max(0, (self.failover_at or 0) - self.compared_from)
 
     def add(self, offset: int, timestamp_ms: int) -> None:
         self.records += 1
@@ -68,6 +94,12 @@ class DivergenceReport:
         return [p for p in self.partitions if p.behind]
 
     @property
+    def rewritten(self) -> list[PartitionDivergence]:
+        """Partitions whose records below the failover point differ from B's copies:
+        A lost records B has and took others at their offsets."""
+        return [p for p in self.partitions if p.start < (p.failover_at or 0)]
+
+    @property
     def open(self) -> list[PartitionDivergence]:
         """Partitions with a transaction open past the failover point: what it holds
         cannot be told divergent or not (committed or aborted) until it ends."""
@@ -80,6 +112,7 @@ class DivergenceReport:
             "failover_point_recorded_ms": self.point_recorded_ms,
             "dry_run": self.dry_run,
             "divergent_records": self.records,
+            "rewritten_partitions": len(self.rewritten),
             "quarantine": self.quarantine,
             "partitions": [
                 {
@@ -95,6 +128,10 @@ class DivergenceReport:
                     "source_behind_failover_point": p.behind,
                     "log_end": p.log_end,
                     "transaction_open": p in self.open,
+                    "divergence_starts_at": p.start,
+                    "content_depth_scanned": p.depth_scanned,
+                    "content_agreement_found": p.agreement_found,
+                    "content_differs_at": p.content_differs_at,
                 }
                 for p in self.partitions
             ],
@@ -118,3 +155,21 @@ def plan_divergence(
         row.behind = max(0, row.start - end)
         report.partitions.append(row)
     return report
+
+
+def content_divergence(a: DigestSeq, b: DigestSeq) -> tuple[bool, int | None]:
+    """A's committed records below the failover point (``a``, from the depth scanned
+    up to the point) against the end of B's copies (``b``, a window that holds the
+    copies of them): (agreement found, A's offset of the first record that differs).
+
+    Agreement: ``a``'s first record is among B's copies; from there each record of
+    ``a`` must be B's next one. The first that is not starts the divergence (None:
+    all agree). Without agreement the whole range scanned differs (scan deeper).
+    """
+    if not len(a):
+        return True, None  # nothing committed in the range: nothing can differ
+    anchor = b.find(a.digest(0))
+    if anchor is None:
+        return False, a.offset(0)
+    k, _diff = first_difference(a, b.slice(anchor))
+    return True, (None if k == len(a) else a.offset(k))

@@ -35,7 +35,12 @@ from mm.checkpoint.emitter import tracked_group
 from mm.checkpoint.rules import group_is_idle
 from mm.checkpoint.store import PartitionHistory
 from mm.config import FlowConfig, MirrorConfig
-from mm.dr.divergence import DivergenceReport, PartitionDivergence, plan_divergence
+from mm.dr.divergence import (
+    DivergenceReport,
+    PartitionDivergence,
+    content_divergence,
+    plan_divergence,
+)
 from mm.dr.failback import (
     AFTER_STEP_2,
     LOCAL,
@@ -65,6 +70,7 @@ from mm.kafka.committed import TO_THE_END, LogReader, reader_of
 from mm.kafka.rawlog import ScanStats
 from mm.source.runtime import offset_syncs_topic, state_group
 from mm.verify import reads
+from mm.verify.digest import DigestSeq, record_digest
 
 _ROW_GROUP = 10_000
 _PAGE_BYTES = 4 << 20  # offset-syncs reads, as `mm verify`
@@ -114,6 +120,7 @@ def find_divergence(
     if report.open:
         return report  # nothing read or written: the caller refuses
     meta = reads.cluster_meta(source.librdkafka("admin"), f"cluster {flow.source}", timeout)
+    _compare_content(cfg, flow, point, report, reader, meta, bounds, timeout)
     writer = None if dry_run else _Quarantine(out_dir or quarantine_dir(cfg, flow))
     try:
         for row in report.partitions:
@@ -127,6 +134,65 @@ def find_divergence(
     if writer is not None:
         report.quarantine = str(writer.root)
     return report
+
+
+_FIRST_DEPTH = 1_000  # offsets compared first; four times more each time no agreement
+
+
+def _compare_content(
+    cfg: MirrorConfig,
+    flow: FlowConfig,
+    point: FailoverPoint,
+    report: DivergenceReport,
+    reader: LogReader,
+    meta: reads.ClusterMeta,
+    bounds: dict[Key, tuple[int, int]],
+    timeout: float,
+) -> None:
+    """A's records below the failover point against B's copies, per partition, scanning
+    back until they agree (at most ``mm.failback.divergence.scan.records`` offsets):
+    where they differ, the divergence starts at the first record that differs."""
+    limit = int(cfg.setting("failback.divergence.scan.records"))
+    target = cfg.cluster(flow.target)
+    b_reader = reader_of(target, "mm-failback")
+    targets = {(p.topic, p.partition): p.target_topic for p in point.partitions}
+    rows = [r for r in report.partitions if (r.failover_at or 0) > 0]
+    if not rows:
+        return
+    b_keys = [(targets[(r.topic, r.partition)], r.partition) for r in rows]
+    b_bounds = reads.log_bounds(target.librdkafka("consumer"), b_keys, timeout, target.profile)
+    b_meta = reads.cluster_meta(target.librdkafka("admin"), f"cluster {flow.target}", timeout)
+    for row, b_key in zip(rows, b_keys, strict=True):
+        a_start = bounds.get((row.topic, row.partition), (0, 0))[0]
+        b_start, b_end = b_bounds.get(b_key, (0, 0))
+        hi = min(row.failover_at or 0, row.end_now)
+        depth = min(_FIRST_DEPTH, limit)
+        while True:
+            lo = max(a_start, (row.failover_at or 0) - depth, 0)
+            if hi <= lo:
+                break
+            a_leader = meta.leader(row.topic, row.partition, f"cluster {flow.source}")
+            a = _digests(reader, a_leader, row.topic, row.partition, lo, hi, timeout)
+            # B's copies of them end its copy of the topic: a window twice as wide
+            b_lo = max(b_start, b_end - 2 * ((row.failover_at or 0) - lo) - 100)
+            b_leader = b_meta.leader(b_key[0], b_key[1], f"cluster {flow.target}")
+            b = _digests(b_reader, b_leader, b_key[0], b_key[1], b_lo, b_end, timeout)
+            found, differs = content_divergence(a, b)
+            row.compared_from, row.agreement_found, row.content_differs_at = lo, found, differs
+            if found or depth >= limit or lo <= a_start:
+                break
+            depth = min(depth * 4, limit)
+
+
+def _digests(
+    reader: LogReader, leader: str, topic: str, partition: int, start: int, end: int, timeout: float
+) -> DigestSeq:
+    out = DigestSeq()
+    if end <= start:
+        return out
+    for r in reader.scan(leader, topic, partition, start, end, ScanStats(), timeout=timeout):
+        out.append(r.offset, record_digest(r.key, r.value, r.headers, r.timestamp))
+    return out
 
 
 def _read(
@@ -262,6 +328,17 @@ def run_failback(
     report = FailbackReport(flow.name, None if rev is None else rev.name, dry_run, divergence)
     if divergence.open:
         report.problems.append(open_transaction_message(cfg, flow, divergence.open))
+        return report
+    if divergence.rewritten:
+        first = divergence.rewritten[0]
+        report.problems.append(
+            f"{flow.source}'s records below the failover point differ from "
+            f"{flow.target}'s copies on {len(divergence.rewritten)} partition(s), from "
+            f"offset {first.start} in {first.topic}[{first.partition}] ({flow.source} was "
+            "rebuilt from an older copy, or an unclean election lost records): divergent "
+            "from there, with the records past the point; nothing mirrored back, no group "
+            f"moved (a group moved back would resume among records {flow.target} never had)"
+        )
         return report
     if back is None:
         return report

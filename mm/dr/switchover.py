@@ -41,6 +41,23 @@ def grown(before: Mapping[Key, int], after: Mapping[Key, int]) -> dict[Key, tupl
     return {k: (before.get(k, 0), e) for k, e in after.items() if e != before.get(k, 0)}
 
 
+class Stillness:
+    """How long what a running mirror moves (its committed positions, the target's
+    read_committed ends of its copies) has stayed the same: a mirror copying moves
+    one or the other within seconds, a long micro-batch included (each of its
+    transactions moves the target's ends)."""
+
+    def __init__(self, now: float) -> None:
+        self._seen: object = None
+        self._since = now
+
+    def still_for(self, now: float, seen: object) -> float:
+        """Seconds ``seen`` has been unchanged at ``now`` (0 when it just changed)."""
+        if seen != self._seen:
+            self._seen, self._since = seen, now
+        return now - self._since
+
+
 def unmirrored(ends: Mapping[Key, int], positions: Mapping[Key, int]) -> dict[Key, int]:
     """Per source partition, offsets between the mirror's position and the source end
     (a partition the mirror never committed a position for counts from 0; markers

@@ -31,6 +31,7 @@ from mm.dr.switchover import (
     GroupRow,
     Key,
     PartitionRow,
+    Stillness,
     SwitchoverReport,
     grown,
     translation_verdict,
@@ -101,6 +102,16 @@ class FlowReads:
         if not self.src_profile.open_transactions_visible:
             return None
         return open_transactions(ends, self.log_ends())
+
+    def target_ends(self) -> dict[Key, int]:
+        """The target's read_committed ends of the copies, per source partition (none
+        for a topic the mirror has not created there yet)."""
+        on_target = reads.cluster_meta(
+            self.tgt_admin, f"cluster {self.flow.target}", self.timeout
+        ).partitions
+        keys = [(self.remote[t], p) for t, p in self.keys if p < on_target.get(self.remote[t], 0)]
+        bounds = reads.log_bounds(self.tgt_consumer, keys, self.timeout, self.tgt_profile)
+        return {(self.upstream_of[tt], p): hi for (tt, p), (_lo, hi) in bounds.items()}
 
     def positions(self) -> dict[Key, int]:
         """The mirror's committed position per source partition."""
@@ -190,6 +201,11 @@ def _first_from(
     return next(iter(found), None)
 
 
+#: a mirror copying moves its positions or its copies within this long (or two
+#: micro-batch triggers and 5 s, when longer)
+STILL_SECONDS = 15.0
+
+
 def run_switchover(
     cfg: MirrorConfig,
     flow: FlowConfig,
@@ -202,10 +218,12 @@ def run_switchover(
     poll_seconds: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    still_seconds: float | None = None,
 ) -> SwitchoverReport:
     """Wait for the switchover's conditions (up to ``timeout`` seconds), prove it,
-    then move the groups (not with ``dry_run``). Never raises for a condition that
-    does not hold: the report says where it stopped and why."""
+    then move the groups (not with ``dry_run``). A mirror that does not move for
+    ``still_seconds`` while records wait stops the wait at once. Never raises for a
+    condition that does not hold: the report says where it stopped and why."""
     report = SwitchoverReport(flow.name, flow.source, flow.target, dry_run, force, settle)
     f = FlowReads(cfg, flow, timeout)
     if not f.keys:
@@ -238,6 +256,9 @@ def run_switchover(
             return report
     selected = f.groups(groups)
     started = clock()
+    stillness = Stillness(started)
+    if still_seconds is None:  # a mirror also stands still between its micro-batches
+        still_seconds = max(STILL_SECONDS, 2 * float(cfg.setting("mirror.trigger.seconds")) + 5)
     while True:
         positions = f.positions()
         missing = unmirrored(ends, positions)
@@ -245,6 +266,20 @@ def run_switchover(
         not_covered = uncovered(rows)
         if not missing and not not_covered:
             break
+        still = stillness.still_for(clock(), (positions, f.target_ends())) if missing else 0.0
+        if still > still_seconds and clock() - started <= timeout:
+            report.waited_seconds = clock() - started
+            _fill_partitions(report, f, ends, positions)
+            report.groups = [_group_row(r, f) for r in rows]
+            report.stopped_at = CATCH_UP
+            report.problems.append(
+                f"the mirror of {flow.name} is not advancing: neither its positions nor "
+                f"{flow.target}'s copies moved for {still:.0f}s, with "
+                f"{sum(missing.values())} offsets unmirrored on {len(missing)} partition(s) "
+                f"({_keys(missing)}). Is `mm mirror` (or `mm run`) running for {flow.name}? "
+                "Start it, then run the switchover again"
+            )
+            return report
         if clock() - started > timeout:
             report.waited_seconds = clock() - started
             _fill_partitions(report, f, ends, positions)

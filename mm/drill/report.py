@@ -73,6 +73,10 @@ class ScenarioReport:
     groups: list[GroupReport]
     quarantined_records: int | None = None  # failback: divergent records set aside on A
     replication_latency_ms: LatencyStats | None = None  # before the disaster
+    # failback: offsets of A compared with B's copies below the failover point (all
+    # partitions), and the partitions whose records there differ (A rewritten)
+    content_compared: int | None = None
+    content_differs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,9 @@ def _scenario(doc: dict[str, Any]) -> ScenarioReport:
         groups=[_group(g) for g in doc["groups"]],
         quarantined_records=doc["quarantined_records"],
         replication_latency_ms=None if latency is None else LatencyStats(**latency),
+        # absent from reports of earlier versions
+        content_compared=doc.get("content_compared"),
+        content_differs=doc.get("content_differs"),
     )
 
 
@@ -421,6 +428,11 @@ def _scenario_html(sc: ScenarioReport, origin: float) -> str:
     ]
     if sc.quarantined_records is not None:
         items.append(f"divergent records quarantined: {sc.quarantined_records}")
+    if sc.content_compared is not None:
+        items.append(
+            f"A's records below the failover point compared with B's copies: "
+            f"{sc.content_compared} offsets, {sc.content_differs or 0} partition(s) differing"
+        )
     lat = sc.replication_latency_ms
     if lat is not None:
         items.append(

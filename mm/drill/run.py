@@ -869,6 +869,10 @@ class Drill:
             LossFigures(len(lost), len(lost & held), len(missing), 0.0),
             reports,
             quarantined_records=_divergent(doc),
+            content_compared=sum(
+                int(r.get("content_depth_scanned") or 0) for r in doc.get("partitions", [])
+            ),
+            content_differs=int(doc.get("rewritten_partitions") or 0),
         )
 
     def _resume_on_a(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -465,3 +466,57 @@ def test_a_group_whose_state_on_a_cannot_be_read_is_refused_then_moved_on_retry(
     assert again.returncode == 0, again.describe()
     assert [g["status"] for g in json.loads(again.stdout)["groups"]] == ["moved"]
     assert group_offsets(a, group) == {(topic, 0): 4}
+
+
+def test_a_rebuilt_from_a_copy_older_than_the_failover_point_diverges_where_content_differs(
+    own_kafka: Callable[..., KRaftBroker], cluster_b: KafkaCluster, tmp_path: Path
+) -> None:
+    """A's log directory copied at 30 records, A written on to 50, all mirrored, the
+    failover recorded at 50; then A rebuilt from that copy (stopped, the old directory
+    put back, started) and written again past the point, to 70. A's offsets 30-49 now
+    hold records B never had: offsets alone (50 to 70) would miss them. The failback
+    compares A's records below the point with B's copies and quarantines from 30."""
+    broker = own_kafka()
+    a, b = broker.bootstrap, cluster_b.bootstrap_servers
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"fbr-{suffix}"
+    create_topic(a, topic, 1)
+    _produce(a, topic, {0: 30}, "old")
+    broker.kill()
+    snapshot = tmp_path / "a-at-30"
+    shutil.copytree(broker.dir / "data", snapshot)
+    broker.restart()
+    _produce(a, topic, {0: 20}, "gone")  # offsets 30-49: mirrored, then lost with A
+    props = mirror_properties(
+        tmp_path / "mm2.properties", a, b, [topic], state_dir=tmp_path / "state"
+    )
+    run = run_mirror_once(props)
+    assert run.returncode == 0, run.describe()
+    point = _failover(props, b, suffix)
+    assert [(r["partition"], r["mirrored_to"]) for r in point["partitions"]] == [(0, 50)]
+
+    broker.kill()
+    shutil.rmtree(broker.dir / "data")
+    shutil.copytree(snapshot, broker.dir / "data")
+    broker.restart()
+    assert _end(a, topic, 0) == 30
+    _produce(a, topic, {0: 40}, "new")  # offsets 30-69: past the point again
+    source = read_topic(a, topic, 1)[0]
+    assert [r.offset for r in source] == list(range(70))
+
+    quarantine = tmp_path / "quarantine"
+    res = run_mm(
+        props, "failback", "--flow", "A->B", "--quarantine-only", "--json",
+        "--quarantine-dir", str(quarantine),
+    )  # fmt: skip
+    # A lost records B has: exit 1, naming where its records part from B's copies
+    assert res.returncode == 1, res.describe()
+    assert f"from offset 30 in {topic}[0] (A was rebuilt from an older copy" in res.stderr
+    (row,) = json.loads(res.stdout)["partitions"]
+    assert (row["failover_at"], row["end_now"]) == (50, 70), row
+    assert row["content_differs_at"] == 30 and row["content_agreement_found"] is True, row
+    assert row["divergence_starts_at"] == 30 and row["content_depth_scanned"] == 50, row
+    assert (row["records"], row["first_offset"], row["last_offset"]) == (40, 30, 69), row
+    held = pq.read_table(quarantine / f"{topic}-0.parquet").to_pylist()
+    assert [(r["offset"], r["value"]) for r in held] == [(r.offset, r.value) for r in source[30:]]
+    assert held[0]["value"] == b"new0-0" and held[-1]["value"] == b"new0-39"

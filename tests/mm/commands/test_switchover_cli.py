@@ -43,6 +43,7 @@ from mm.dr.switchover import (
     GroupPartition,
     GroupRow,
     PartitionRow,
+    Stillness,
     SwitchoverReport,
     grown,
     translation_verdict,
@@ -69,6 +70,16 @@ def test_grown_and_unmirrored() -> None:
     # a position equal to the end is complete (markers included); no position counts from 0
     ends = {("t", 0): 10, ("t", 1): 4, ("t", 2): 6}
     assert unmirrored(ends, {("t", 0): 10, ("t", 1): 1}) == {("t", 1): 3, ("t", 2): 6}
+
+
+@pytest.mark.unit
+def test_stillness_counts_from_the_last_change() -> None:
+    still = Stillness(100.0)
+    assert still.still_for(101.0, ({"p": 1}, {"e": 5})) == 0.0  # first sight
+    assert still.still_for(110.0, ({"p": 1}, {"e": 5})) == 9.0
+    assert still.still_for(111.0, ({"p": 1}, {"e": 6})) == 0.0  # the copies moved
+    assert still.still_for(130.0, ({"p": 1}, {"e": 6})) == 19.0
+    assert still.still_for(131.0, ({"p": 2}, {"e": 6})) == 0.0  # the position moved
 
 
 @pytest.mark.unit
@@ -292,6 +303,35 @@ def test_producers_still_writing_stop_it(
     source = read_topic(cluster_a.bootstrap_servers, topic, 2)
     assert len(source[1]) > 10, "the writer wrote nothing"
     assert_same_records(source, read_topic_committed(cluster_b.bootstrap_servers, f"A.{topic}", 2))
+
+
+@pytest.mark.integration
+def test_a_mirror_not_running_is_named_within_seconds_not_at_the_timeout(
+    cluster_a: KafkaCluster, cluster_b: KafkaCluster, tmp_path: Path
+) -> None:
+    """No mirror runs for the flow: the switchover, waiting up to its default 300 s for
+    the mirror, says so once nothing has moved for 15 s (before: it waited the 300 s
+    out, silent). Its way out, followed: the mirror runs, the switchover passes."""
+    topic, props = _unmirrored_topic(cluster_a, cluster_b, tmp_path)
+    res = run_mm(props, "switchover", "--settle", "1", "--json", timeout=400)
+    assert res.returncode == 1, res.describe()
+    report = json.loads(res.stdout)
+    assert report["stopped_at"] == "mirror", report
+    assert 15 <= report["waited_seconds"] < 60, report
+    (problem,) = report["problems"]
+    assert problem.startswith("the mirror of A->B is not advancing: neither its positions nor "
+                              "B's copies moved for 1"), problem  # fmt: skip
+    assert "20 offsets unmirrored on 2 partition(s)" in problem, problem
+    assert "Is `mm mirror` (or `mm run`) running for A->B? Start it" in problem, problem
+    mirror = run_mirror_once(props)
+    assert mirror.returncode == 0, mirror.describe()
+    done = run_mm(props, "switchover", "--settle", "1", "--json")
+    assert done.returncode == 0, done.describe()
+    assert json.loads(done.stdout)["proof"]["records_unmirrored"] == 0
+    assert_same_records(
+        read_topic(cluster_a.bootstrap_servers, topic, 2),
+        read_topic_committed(cluster_b.bootstrap_servers, f"A.{topic}", 2),
+    )
 
 
 @pytest.mark.integration

@@ -221,3 +221,65 @@ def test_divergence_is_planned_from_the_point_and_the_ends_now() -> None:
     later = plan_divergence(point, ends, False, {("t", 0): 21, ("t", 1): 40, ("u", 0): 3})
     assert [(p.topic, p.partition) for p in later.open] == [("t", 0)]
     assert [p["transaction_open"] for p in later.to_json()["partitions"]] == [True, False, False]
+
+
+def _digests(records: dict[int, str]) -> Any:
+    from mm.verify.digest import DigestSeq, record_digest
+
+    return DigestSeq.of(
+        (o, record_digest(b"k", v.encode(), [], 1_000 + o)) for o, v in sorted(records.items())
+    )
+
+
+@pytest.mark.unit
+def test_content_divergence_finds_the_first_record_b_does_not_hold_in_place() -> None:
+    """A rebuilt from a copy older than the failover point (40): offsets 30-39 were
+    written again with other records; B's copies (at other offsets: B's own log) hold
+    the old ones. The divergence starts at 30, where the contents part."""
+    from mm.dr.divergence import content_divergence
+
+    old = {o: f"r{o}" for o in range(20, 40)}
+    b = _copies_on_b(old, shift=7)  # B's copies: same records, B's offsets
+    a_same = _digests(old)
+    assert content_divergence(a_same, b) == (True, None)
+    rebuilt = {**{o: f"r{o}" for o in range(20, 30)}, **{o: f"new{o}" for o in range(30, 40)}}
+    assert content_divergence(_digests(rebuilt), b) == (True, 30)
+    # gaps on A (transaction markers) do not matter: only committed records compare
+    gappy = {o: v for o, v in rebuilt.items() if o % 5}
+    assert content_divergence(_digests(gappy), _copies_on_b(gappy, shift=3)) == (True, None)
+    # A's first record scanned already differs: no agreement within this depth
+    assert content_divergence(_digests({o: f"new{o}" for o in range(30, 40)}), b) == (False, 30)
+    # A holds more records below the point than B has copies after the agreement
+    longer = {**old, 40: "r40-not-mirrored"}
+    assert content_divergence(_digests(longer), b) == (True, 40)
+    # B's copies run on past the point (the mirror ran on): still agreement
+    assert content_divergence(a_same, _copies_on_b({**old, 40: "r40"}, shift=7)) == (True, None)
+    assert content_divergence(_digests({}), b) == (True, None)
+
+
+def _copies_on_b(records: dict[int, str], shift: int) -> Any:
+    """B's copies of ``records``: the same digests (timestamps kept by the mirror) at
+    B's offsets (``shift`` further on, one marker after every fourth record)."""
+    from mm.verify.digest import DigestSeq, record_digest
+
+    seq = DigestSeq()
+    offset = shift
+    for i, (o, v) in enumerate(sorted(records.items())):
+        seq.append(offset, record_digest(b"k", v.encode(), [], 1_000 + o))
+        offset += 2 if i % 4 == 3 else 1
+    return seq
+
+
+@pytest.mark.unit
+def test_the_divergence_starts_where_the_content_differs() -> None:
+    from mm.dr.divergence import plan_divergence
+
+    point = failover_point("A->B", "A", "B", 77, {("t", 0): 40}, {("t", 0): 40}, 70, {}, remote)
+    report = plan_divergence(point, {("t", 0): 55}, dry_run=True)
+    (row,) = report.partitions
+    assert (row.start, row.depth_scanned) == (40, 0)
+    row.compared_from, row.agreement_found, row.content_differs_at = 20, True, 30
+    assert (row.start, row.depth_scanned) == (30, 20)
+    doc = report.to_json()["partitions"][0]
+    assert doc["divergence_starts_at"] == 30 and doc["content_differs_at"] == 30
+    assert doc["content_depth_scanned"] == 20 and doc["content_agreement_found"] is True

@@ -4,6 +4,7 @@ charts, PNG charts, and a headless Chromium screenshot of the page."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
@@ -281,3 +282,26 @@ def test_screenshot_script_says_when_chromium_is_missing(tmp_path: Path) -> None
     assert done.returncode == 2
     assert "Chromium not found" in done.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_failback_content_check_is_in_the_report_and_its_page(tmp_path: Path) -> None:
+    report = build_report()
+    failback = dataclasses.replace(
+        report.scenarios[0],
+        name="failback",
+        quarantined_records=3,
+        content_compared=2_000,
+        content_differs=1,
+    )
+    both = dataclasses.replace(report, scenarios=[report.scenarios[0], failback])
+    assert from_json(to_json(both)) == both
+    page = write_html(both, tmp_path / "drill.html").read_text(encoding="utf-8")
+    assert (
+        "A's records below the failover point compared with B's copies: "
+        "2000 offsets, 1 partition(s) differing" in page
+    )
+    # a report written before the check existed still reads
+    doc = json.loads(to_json(report))
+    for sc in doc["scenarios"]:
+        del sc["content_compared"], sc["content_differs"]
+    assert from_json(json.dumps(doc)) == report
