@@ -24,10 +24,17 @@ the target (the note says ``backwards``): the checkpoints say where the group
 stopped on the source, so the group re-reads rather than skips. Partitions
 without a checkpoint are left alone.
 
+Where the source still answers (within 5 s), each translation is also proven by
+content before it is committed (:mod:`mm.dr.failover_proof`): ``proven``,
+``conservative`` (the group committed further on the source after its checkpoint:
+it reads those records again) or ``unprovable`` with the reason; with the source
+down the report says so. The proof never holds a group back (``--no-proof`` skips
+it).
+
 Prints one row per partition (group, topic, partition, offset before or ``-``,
 translated offset, note) or JSON. Exit code 1 when a group was refused or failed,
 or when none of the selected groups has checkpoints; the other groups are still
-processed.
+processed. The proof does not change the exit code: read its counts.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from mm.commands.flows import add_config_option, add_one_flow_option, groups_pat
 from mm.commands.translate import skipped_json
 from mm.config import FlowConfig, load_config
 from mm.dr.failover_point import FailoverPoint
+from mm.dr.failover_proof import PROVEN, FailoverProof
 from mm.dr.groups import (
     DRY_RUN,
     FAILED,
@@ -77,6 +85,11 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         help="print what would be committed; commit nothing",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--no-proof",
+        action="store_true",
+        help="do not prove the translations on the source, even when it answers",
+    )
     parser.add_argument(
         "--timeout",
         type=float,
@@ -149,6 +162,13 @@ def run(args: argparse.Namespace) -> int:
             (tp.topic, tp.partition): (cp.downstream_offset, cp.upstream_offset)
             for tp, cp in cps.items()
         }
+    from mm.dr.failover_proof import prove_failover
+
+    proof = (
+        FailoverProof(False, "not proven: --no-proof")
+        if args.no_proof or not translations
+        else prove_failover(cfg, flow, translations, args.timeout)
+    )
     results |= move_groups(
         target.librdkafka("admin"), flow.target, translations, args.dry_run, args.timeout
     )
@@ -163,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = {**_as_json(flow, topic, args, ordered, ok, message), **skipped_json(snap)}
         out["failover_point"] = {**point.to_json(), "recorded_in": point_topic}
+        out["proof"] = proof.to_json()
         print(json.dumps(out, indent=2))
     else:
         rows = [row for r in ordered for row in r.rows]
@@ -170,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
             print(format_table(rows))
         print(summary(flow, ordered, dry_run=args.dry_run))
         print(describe_point(point, point_topic, flow.target, dry_run=args.dry_run))
+        print(describe_proof(proof, flow.source))
     for r in ordered:
         if r.message:
             print(f"mm failover: {r.message}", file=sys.stderr)
@@ -249,6 +271,20 @@ def describe_point(
         )
     if len(behind) > 20:
         lines.append(f"  ... and {len(behind) - 20} more partitions behind")
+    return "\n".join(lines)
+
+
+def describe_proof(proof: FailoverProof, source: str) -> str:
+    """The proof on the source in a line, and each translation not proven exact."""
+    if not proof.source_answered:
+        return f"translations on {source}: {proof.message}"
+    counts = proof.counts()
+    lines = [
+        f"translations proven on {source} by content: "
+        + ", ".join(f"{n} {status}" for status, n in counts.items())
+    ]
+    for p in [p for p in proof.partitions if p.status != PROVEN][:20]:
+        lines.append(f"  {p.group} {p.topic}[{p.partition}]: {p.status}: {p.reason}")
     return "\n".join(lines)
 
 

@@ -350,39 +350,57 @@ def _open_transactions_problem(
     )
 
 
-def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
-    tgt_keys = sorted({(f.remote[r.topic], r.partition) for r in rows})
-    tgt_ends = {
+def ends_on_target(f: FlowReads, keys: list[Key]) -> dict[Key, int]:
+    """The target's read_committed ends of ``keys`` (target topics)."""
+    return {
         k: hi
-        for k, (_, hi) in reads.log_bounds(
-            f.tgt_consumer, tgt_keys, f.timeout, f.tgt_profile
-        ).items()
+        for k, (_, hi) in reads.log_bounds(f.tgt_consumer, keys, f.timeout, f.tgt_profile).items()
     }
+
+
+def prove_translation(
+    f: FlowReads,
+    tgt_meta: reads.ClusterMeta,
+    key: Key,
+    upstream: int,
+    downstream: int,
+    src_end: int,
+    tgt_end: int,
+) -> str | None:
+    """None when resuming at ``downstream`` on the target reads exactly what resuming
+    at ``upstream`` on the source (``key``) would, by content; otherwise why not."""
+    topic, partition = key
+    tt = f.remote[topic]
+    src_next = _first_from(
+        f.src_reader,
+        f.src_meta.leader(topic, partition, f"cluster {f.flow.source}"),
+        topic,
+        partition,
+        upstream,
+        src_end,
+        f.timeout,
+    )
+    tgt_next = _first_from(
+        f.tgt_reader,
+        tgt_meta.leader(tt, partition, f"cluster {f.flow.target}"),
+        tt,
+        partition,
+        downstream,
+        tgt_end,
+        f.timeout,
+    )
+    return translation_verdict(downstream, tgt_end, src_next, tgt_next)
+
+
+def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
+    tgt_ends = ends_on_target(f, sorted({(f.remote[r.topic], r.partition) for r in rows}))
     tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {f.flow.target}", f.timeout)
     out = []
     for r in rows:
         assert r.downstream is not None  # covered
-        tt = f.remote[r.topic]
-        src_next = _first_from(
-            f.src_reader,
-            f.src_meta.leader(r.topic, r.partition, f"cluster {f.flow.source}"),
-            r.topic,
-            r.partition,
-            r.offset,
-            ends[(r.topic, r.partition)],
-            f.timeout,
-        )
-        tgt_end = tgt_ends[(tt, r.partition)]
-        tgt_next = _first_from(
-            f.tgt_reader,
-            tgt_meta.leader(tt, r.partition, f"cluster {f.flow.target}"),
-            tt,
-            r.partition,
-            r.downstream,
-            tgt_end,
-            f.timeout,
-        )
-        why = translation_verdict(r.downstream, tgt_end, src_next, tgt_next)
+        key = (r.topic, r.partition)
+        tgt_end = tgt_ends[(f.remote[r.topic], r.partition)]
+        why = prove_translation(f, tgt_meta, key, r.offset, r.downstream, ends[key], tgt_end)
         row = _group_row(r, f)
         row.exact, row.reason = why is None, why
         out.append(row)

@@ -335,11 +335,69 @@ def test_failover_moves_an_idle_group(setup: Setup) -> None:
         )
         for p in range(PARTITIONS)
     ]
+    # A answers: each translation proven by content before it was committed
+    proof = out["proof"]
+    assert proof["source_answered"] is True and proof["message"] is None, proof
+    assert (proof["proven"], proof["conservative"], proof["unprovable"]) == (PARTITIONS, 0, 0)
+    assert [(p["group"], p["topic"], p["partition"], p["status"]) for p in proof["partitions"]] == [
+        (g1, setup.target_topic, p, "proven") for p in range(PARTITIONS)
+    ]
     # committed on B = the translations, and a consumer of the group resumes exactly
     assert group_offsets(setup.b, g1) == setup.translations["g1"]
     got = read_group(setup.b, g1, setup.target_topic, PARTITIONS)
     assert got == setup.expected("g1")
     assert sum(len(v) for v in got.values()) > 0
+
+
+@pytest.mark.integration
+def test_the_proof_says_conservative_and_that_the_source_is_down(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """g4 committed further on A after its checkpoint: proven, but conservative (it
+    reads those records again). With A's address dead, the failover still plans every
+    group and says it proved nothing, and why, within seconds."""
+    g4 = setup.groups["g4"]
+    later = {1: setup.committed["g4"][1] + 3}
+    commit_admin(setup.a, g4, setup.topic, {**setup.committed["g4"], **later})
+    try:
+        res = run_mm(setup.props, "failover", "--group", g4, "--dry-run", "--json", timeout=60)
+    finally:
+        commit_admin(setup.a, g4, setup.topic, setup.committed["g4"])
+    assert res.returncode == 0, res.describe()
+    proof = json.loads(res.stdout)["proof"]
+    rows = {p["partition"]: p for p in proof["partitions"]}
+    assert {p: r["status"] for p, r in rows.items()} == {
+        0: "proven",
+        1: "conservative",
+        2: "proven",
+    }, proof
+    assert rows[1]["reason"] == (
+        f"the group committed {later[1]} on the source after its checkpoint at "
+        f"{setup.committed['g4'][1]}: it reads up to 3 offsets again"
+    )
+    text = run_mm(setup.props, "failover", "--group", g4, "--dry-run", timeout=60)
+    assert "translations proven on A by content: 3 proven, 0 conservative, 0 unprovable" in (
+        text.stdout
+    ), text.describe()
+
+    dead = tmp_path / "a-down.properties"
+    lines = setup.props.read_text().splitlines()
+    dead.write_text(
+        "\n".join(
+            "A.bootstrap.servers = 127.0.0.1:1" if ln.startswith("A.bootstrap.servers") else ln
+            for ln in lines
+        )
+        + "\n"
+    )
+    down = run_mm(dead, "failover", "--group", g4, "--dry-run", "--json", timeout=60)
+    assert down.returncode == 0, down.describe()
+    doc = json.loads(down.stdout)
+    assert doc["groups"][0]["status"] == "dry-run", doc
+    assert doc["proof"]["source_answered"] is False and doc["proof"]["partitions"] == []
+    assert doc["proof"]["message"].startswith(
+        "not proven: cluster A (127.0.0.1:1) did not answer within 5s"
+    ), doc["proof"]
+    assert down.seconds < 30, down.describe()
 
 
 @pytest.mark.integration

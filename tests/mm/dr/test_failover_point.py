@@ -283,3 +283,21 @@ def test_the_divergence_starts_where_the_content_differs() -> None:
     doc = report.to_json()["partitions"][0]
     assert doc["divergence_starts_at"] == 30 and doc["content_differs_at"] == 30
     assert doc["content_depth_scanned"] == 20 and doc["content_agreement_found"] is True
+
+
+@pytest.mark.unit
+def test_a_failover_translation_is_proven_conservative_or_unprovable() -> None:
+    from mm.dr.failover_proof import CONSERVATIVE, PROVEN, UNPROVABLE, FailoverProof, classify
+    from mm.dr.failover_proof import PartitionProof as P
+
+    assert classify(None, 10, 10)[0] == PROVEN
+    assert classify(None, 10, None)[0] == PROVEN  # no offset on the source now
+    status, reason = classify(None, 10, 14)
+    assert status == CONSERVATIVE and "reads up to 4 offsets again" in reason
+    assert classify("copy not found", 10, 10) == (UNPROVABLE, "copy not found")
+    proof = FailoverProof(
+        True, None, [P("g", "A.t", 0, PROVEN, "x"), P("g", "A.t", 1, UNPROVABLE, "y")]
+    )
+    assert proof.counts() == {PROVEN: 1, CONSERVATIVE: 0, UNPROVABLE: 1}
+    doc = proof.to_json()
+    assert (doc["proven"], doc["unprovable"]) == (1, 1) and doc["partitions"][1]["reason"] == "y"

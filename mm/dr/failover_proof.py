@@ -1,0 +1,151 @@
+"""`mm failover`'s proof of the translations it commits, where the source answers.
+
+A failover commits each group's checkpointed translation on the target. When the
+source still answers (a failover ahead of planned maintenance, a partial outage),
+each translation is proven by content as `mm switchover` proves it: the first
+committed record at or after the checkpoint's source offset must be the copy of
+the first committed record at or after its target offset. Per group partition:
+
+- ``proven``: it is, and the group has not committed past the checkpoint on the
+  source since: resuming on the target reads exactly what is next on the source;
+- ``conservative``: the translation is proven, but the group committed further on
+  the source after its newest checkpoint: it reads those records again (never
+  skips them);
+- ``unprovable``: why, in words: the source did not answer, a record is gone
+  (retention), or the copy is not where the translation points.
+
+The failover never waits on the proof: the groups move as they would without it
+(a source in trouble is why one fails over), and the report says what was proven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mm.config import FlowConfig, MirrorConfig
+
+PROVEN = "proven"
+CONSERVATIVE = "conservative"
+UNPROVABLE = "unprovable"
+
+#: how long the source may take to answer before the proof is given up
+ANSWER_SECONDS = 5.0
+
+Key = tuple[str, int]
+
+
+def classify(verdict: str | None, checkpointed: int, on_source: int | None) -> tuple[str, str]:
+    """(status, reason) of one translation: ``verdict`` is the content proof's (None:
+    exact), ``checkpointed`` the checkpoint's source offset, ``on_source`` the group's
+    committed offset on the source now (None: none or unknown)."""
+    if verdict is not None:
+        return UNPROVABLE, verdict
+    if on_source is not None and on_source > checkpointed:
+        return CONSERVATIVE, (
+            f"the group committed {on_source} on the source after its checkpoint at "
+            f"{checkpointed}: it reads up to {on_source - checkpointed} offsets again"
+        )
+    return PROVEN, "the next record on the target is the copy of the next one on the source"
+
+
+@dataclass(frozen=True)
+class PartitionProof:
+    group: str
+    topic: str  # on the target
+    partition: int
+    status: str
+    reason: str
+
+
+@dataclass
+class FailoverProof:
+    source_answered: bool
+    message: str | None = None  # why nothing could be proven (the source is down)
+    partitions: list[PartitionProof] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys((PROVEN, CONSERVATIVE, UNPROVABLE), 0)
+        for p in self.partitions:
+            out[p.status] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source_answered": self.source_answered,
+            "message": self.message,
+            **self.counts(),
+            "partitions": [
+                {
+                    "group": p.group,
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "status": p.status,
+                    "reason": p.reason,
+                }
+                for p in self.partitions
+            ],
+        }
+
+
+def prove_failover(
+    cfg: MirrorConfig,
+    flow: FlowConfig,
+    translations: Mapping[str, Mapping[Key, tuple[int, int | None]]],
+    timeout: float,
+) -> FailoverProof:
+    """Prove ``translations`` (group -> (target topic, partition) -> (target offset,
+    checkpointed source offset)) on the source, if it answers within
+    :data:`ANSWER_SECONDS`. Never raises for a source that is down or a partition
+    that cannot be read: the proof says so."""
+    from mm.dr.groups import TargetGroups
+    from mm.dr.switchover_run import FlowReads, ends_on_target, prove_translation
+    from mm.reach import unreachable
+    from mm.verify import reads
+
+    down = unreachable(cfg, [flow.source], min(timeout, ANSWER_SECONDS))
+    if down:
+        return FailoverProof(False, f"not proven: {down[flow.source]}")
+    try:
+        f = FlowReads(cfg, flow, timeout)
+        src_ends = f.ends()
+        tgt_keys = sorted({k for t in translations.values() for k in t if k[0] in f.upstream_of})
+        tgt_ends = ends_on_target(f, tgt_keys)
+        tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {flow.target}", timeout)
+        on_source = TargetGroups(cfg.cluster(flow.source).librdkafka("admin"), timeout).committed(
+            sorted(translations)
+        )
+    except Exception as exc:  # the source answered, then failed: say so, move on
+        return FailoverProof(False, f"not proven: {flow.source} could not be read: {exc}")
+    proof = FailoverProof(True)
+    for group, parts in sorted(translations.items()):
+        committed = on_source.get(group)
+        for (tt, p), (down_offset, up_offset) in sorted(parts.items()):
+            topic = f.upstream_of.get(tt)
+            if topic is None or up_offset is None:
+                status, reason = (
+                    UNPROVABLE,
+                    (
+                        f"{tt} is not a topic {flow.name} mirrors now"
+                        if topic is None
+                        else "the checkpoint has no source offset"
+                    ),
+                )
+            else:
+                try:
+                    verdict = prove_translation(
+                        f,
+                        tgt_meta,
+                        (topic, p),
+                        up_offset,
+                        down_offset,
+                        src_ends.get((topic, p), 0),
+                        tgt_ends.get((tt, p), 0),
+                    )
+                except Exception as exc:  # a record gone to retention, a read refused
+                    verdict = f"could not be read: {exc}"
+                now = None if not isinstance(committed, dict) else committed.get((topic, p))
+                status, reason = classify(verdict, up_offset, now)
+            proof.partitions.append(PartitionProof(group, tt, p, status, reason))
+    return proof
