@@ -63,6 +63,17 @@ class GroupReport:
 
 
 @dataclass(frozen=True)
+class ProofRow:
+    """One group partition of `mm failover`'s proof on the source."""
+
+    group: str
+    topic: str
+    partition: int
+    status: str  # proven, conservative, unprovable
+    reason: str
+
+
+@dataclass(frozen=True)
 class ScenarioReport:
     name: str  # "switchover", "failover", "failback"
     passed: bool
@@ -77,6 +88,10 @@ class ScenarioReport:
     # partitions), and the partitions whose records there differ (A rewritten)
     content_compared: int | None = None
     content_differs: int | None = None
+    # failover: its proof of the translations on A (None: not a failover); the message
+    # says why nothing was proven (A down)
+    proof: list[ProofRow] | None = None
+    proof_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,8 @@ def _scenario(doc: dict[str, Any]) -> ScenarioReport:
         # absent from reports of earlier versions
         content_compared=doc.get("content_compared"),
         content_differs=doc.get("content_differs"),
+        proof=None if doc.get("proof") is None else [ProofRow(**r) for r in doc["proof"]],
+        proof_message=doc.get("proof_message"),
     )
 
 
@@ -414,6 +431,9 @@ def _summary_html(report: DrillReport) -> str:
     return f'<table class="summary"><tr>{head}</tr>{"".join(body)}</table>'
 
 
+_PROOF_STATUSES = ("proven", "conservative", "unprovable")
+
+
 def _scenario_html(sc: ScenarioReport, origin: float) -> str:
     e = html.escape
     verdict = "PASS" if sc.passed else "FAIL"
@@ -428,6 +448,18 @@ def _scenario_html(sc: ScenarioReport, origin: float) -> str:
     ]
     if sc.quarantined_records is not None:
         items.append(f"divergent records quarantined: {sc.quarantined_records}")
+    if sc.proof is not None:
+        counts = {k: sum(1 for r in sc.proof if r.status == k) for k in _PROOF_STATUSES}
+        shown = ", ".join(f"{n} {k}" for k, n in counts.items())
+        items.append(
+            f"translations proven on A by content: {shown}"
+            if sc.proof_message is None
+            else f"translations: {e(sc.proof_message)}"
+        )
+        items += [
+            f"{e(r.group)} {e(r.topic)}[{r.partition}]: {r.status}: {e(r.reason)}"
+            for r in sc.proof[:50]
+        ]
     if sc.content_compared is not None:
         items.append(
             f"A's records below the failover point compared with B's copies: "

@@ -78,6 +78,7 @@ from mm.drill.jobs import Job, mm_env, run_command
 from mm.drill.report import (
     DrillReport,
     GroupReport,
+    ProofRow,
     ScenarioReport,
     Series,
     latency_stats,
@@ -768,6 +769,7 @@ class Drill:
             reasons.append(f"mm failover exited {res.returncode}: {doc.get('message')}")
         self._lost_at_failover = lost
         self._failover_workload = w
+        proof = doc.get("proof") or {}
         return ScenarioReport(
             "failover",
             verdict.passed and res.returncode == 0,
@@ -777,6 +779,8 @@ class Drill:
             loss,
             reports,
             replication_latency_ms=latency_stats(latency),
+            proof=None if not proof else [ProofRow(**r) for r in proof.get("partitions", [])],
+            proof_message=proof.get("message"),
         )
 
     def failback(self) -> ScenarioReport:

@@ -112,8 +112,16 @@ def test_drill_on_user_clusters_touches_nothing_of_theirs_and_cleans_up(
     for g in sw.groups:
         assert (g.figures.processed_twice, g.figures.never_processed) == (0, 0), g
     assert fo.passed, fo.reasons
+    # A still answers (only the drill's jobs died): every moved translation proven
+    # on it by content, each at most conservative (a group committed after its
+    # newest checkpoint reads those records again)
+    assert fo.proof and fo.proof_message is None, (fo.proof, fo.proof_message)
+    assert {r.status for r in fo.proof} <= {"proven", "conservative"}, fo.proof
     assert fb.passed, fb.reasons
     assert fb.loss.acked_records == fo.loss.lost_records
+    # the failback compared A's records below the failover point with B's copies
+    assert fb.content_compared is not None and fb.content_compared > 0, fb
+    assert fb.content_differs == 0, fb
 
     # the brokers the drill did not start still run, the user's data as it was
     assert (_pid(kafka_factory, cluster_a), _pid(kafka_factory, cluster_b)) == pids

@@ -75,6 +75,11 @@ def test_drill_runs_every_scenario_and_its_figures_match_the_records(tmp_path: P
         ), g
     point = records["failover"]["failover_point"]
     assert point["recorded_in"] == "mm-failover-points.A.internal"
+    # A was killed: the failover says it proved nothing there, and why
+    assert fo.proof == [], fo.proof
+    assert fo.proof_message is not None and fo.proof_message.startswith("not proven: cluster A"), (
+        fo.proof_message
+    )
 
     # failback: every record A acknowledged that B never got is in the quarantine
     fb = by_name["failback"]
