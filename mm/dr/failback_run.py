@@ -63,7 +63,7 @@ from mm.dr.failback import (
 from mm.dr.failover_point import FailoverPoint
 from mm.dr.failover_point_run import newest_point
 from mm.dr.groups import DRY_RUN, FAILED, REFUSED, UNCHANGED, TargetGroups, move_groups
-from mm.dr.switchover_run import FlowReads
+from mm.dr.switchover_run import FlowReads, producers_holding
 from mm.dr.transactions import describe_open, hanging_way_out
 from mm.errors import ConfigError, MirrorError
 from mm.kafka.committed import TO_THE_END, LogReader, reader_of
@@ -371,9 +371,10 @@ def open_transaction_message(
     open transaction's first offset is the partition's read_committed end)."""
     servers = ",".join(cfg.cluster(flow.source).bootstrap_servers)
     open_at = {(p.topic, p.partition): (p.end_now, p.log_end or 0) for p in open_parts}
+    holders = producers_holding(cfg, flow.source, open_at)
     return (
         f"a transaction is open on {flow.source} past the failover point in "
-        f"{describe_open(open_at)}: its records are divergent if it commits, so nothing "
+        f"{describe_open(open_at)}; {holders}: its records are divergent if it commits, so nothing "
         "was quarantined, nothing mirrored back, no group moved. A transaction ends when "
         "its producer commits or aborts it, or when the broker aborts it after the "
         "producer's transaction.timeout.ms; one open longer is hanging (its producer "

@@ -38,7 +38,12 @@ from mm.dr.switchover import (
     uncovered,
     unmirrored,
 )
-from mm.dr.transactions import describe_open, hanging_way_out, open_transactions
+from mm.dr.transactions import (
+    describe_open,
+    describe_producers,
+    hanging_way_out,
+    open_transactions,
+)
 from mm.kafka.committed import LogReader, reader_of
 from mm.kafka.rawlog import LogRecord, ScanStats
 from mm.source.plan import NameFilter
@@ -340,14 +345,31 @@ def _open_transactions_problem(
     cfg: MirrorConfig, flow: FlowConfig, open_at: Mapping[Key, tuple[int, int]]
 ) -> str:
     servers = ",".join(cfg.cluster(flow.source).bootstrap_servers)
+    holders = producers_holding(cfg, flow.source, open_at)
     return (
-        f"a transaction is open on {flow.source} in {describe_open(open_at)}: what it "
+        f"a transaction is open on {flow.source} in {describe_open(open_at)}; {holders}: what it "
         f"commits after the switchover would exist only on {flow.source}. Let its producer "
         "commit or abort it (and stop), or abort a hanging one (open past its producer's "
         "transaction.timeout.ms) with Kafka's tool: "
         f"{hanging_way_out(servers, flow.source, open_at)}; "
         "or pass --force to switch over anyway"
     )
+
+
+def producers_holding(
+    cfg: MirrorConfig, alias: str, open_at: Mapping[Key, Any], timeout: float = 10.0
+) -> str:
+    """Who holds each open transaction and for how long, from kafka-python's
+    DescribeProducers, ListTransactions and DescribeTransactions (confluent-kafka has
+    none of them); when they cannot be asked, why not."""
+    from mm.kafka.producers import open_producers
+
+    try:
+        found = open_producers(cfg.cluster(alias).librdkafka("admin"), sorted(open_at), timeout)
+    except Exception as exc:  # reported in the refusal: the producers stay unnamed
+        return f"its producers not named ({type(exc).__name__}: {exc})"
+    asked = "kafka-python's DescribeProducers and DescribeTransactions"
+    return describe_producers(found, int(time.time() * 1000), asked)
 
 
 def ends_on_target(f: FlowReads, keys: list[Key]) -> dict[Key, int]:

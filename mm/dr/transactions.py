@@ -13,6 +13,7 @@ offset.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 Key = tuple[str, int]
 
@@ -62,3 +63,37 @@ def hanging_way_out(
         bootstrap_servers, ((t, p, end) for (t, p), (end, _) in sorted(open_at.items()))
     )
     return f"{aborts} (with --command-config for {cluster}'s TLS/SASL settings)"
+
+
+class _Producer(Protocol):
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def transaction_start(self) -> int: ...
+    @property
+    def transactional_id(self) -> str | None: ...
+    @property
+    def started_ms(self) -> int | None: ...
+
+
+def describe_producers(
+    producers: Mapping[Key, Iterable[_Producer]], now_ms: int, where: str
+) -> str:
+    """``T[p]: producer 42 (epoch 0, transactional.id "x"), its transaction open since
+    offset 10 for 93 s`` per open partition, from ``where`` (how they were asked)."""
+    parts = []
+    for (t, p), rows in sorted(producers.items()):
+        for r in rows:
+            tid = "none listed" if r.transactional_id is None else repr(r.transactional_id)
+            age = (
+                ""
+                if r.started_ms is None or r.started_ms < 0
+                else (f" for {max(0, now_ms - r.started_ms) / 1000:.0f} s")
+            )
+            parts.append(
+                f"{t}[{p}]: producer {r.producer_id} (epoch {r.epoch}, transactional.id "
+                f"{tid}), its transaction open since offset {r.transaction_start}{age}"
+            )
+    return f"{'; '.join(parts) or 'no producer listed'} ({where})"

@@ -11,6 +11,7 @@ topics the mirror never ran on (no Spark): they must stop before committing.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -359,7 +360,8 @@ def test_an_open_transaction_on_the_source_stops_it(
     passes with B holding every record, the transaction's included."""
     topic, props = _unmirrored_topic(cluster_a, cluster_b, tmp_path)
     a = cluster_a.bootstrap_servers
-    txn = Producer({"bootstrap.servers": a, "transactional.id": f"swtxn-{uuid.uuid4().hex[:8]}"})
+    tid = f"swtxn-{uuid.uuid4().hex[:8]}"
+    txn = Producer({"bootstrap.servers": a, "transactional.id": tid})
     txn.init_transactions(30)
     txn.begin_transaction()
     for i in range(3):
@@ -380,6 +382,13 @@ def test_an_open_transaction_on_the_source_stops_it(
     )
     assert f"abort --topic {topic} --partition 0 --start-offset 10" in problem, problem
     assert problem.endswith("or pass --force to switch over anyway"), problem
+    # who holds it, and for how long (kafka-python's DescribeProducers/Transactions)
+    assert re.search(
+        rf"; {re.escape(topic)}\[0\]: producer \d+ \(epoch \d+, transactional\.id "
+        rf"'{tid}'\), its transaction open since offset 10 for \d+ s \(kafka-python's "
+        r"DescribeProducers and DescribeTransactions\)",
+        problem,
+    ), problem
 
     # the way out, as printed: its producer commits; the mirror copies it; again
     txn.commit_transaction(30)
