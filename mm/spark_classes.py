@@ -112,23 +112,15 @@ def dump_options(target: Path) -> list[str]:
     return [f"-XX:ArchiveClassesAtExit={target}", "-Xlog:disable", "-Xlog:all=error:stderr"]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def lock_is_stale(text: str, age: float) -> bool:
     """A builder lock (its content: the builder's pid) whose builder is gone."""
     try:
         pid = int(text.strip())
     except ValueError:
         return True
-    return age > STALE_LOCK_SECONDS or not _pid_alive(pid)
+    from mm.embedded.procs import pid_alive
+
+    return age > STALE_LOCK_SECONDS or not pid_alive(pid)
 
 
 def _take_lock(lock: Path) -> bool:
