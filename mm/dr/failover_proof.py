@@ -8,9 +8,12 @@ the first committed record at or after its target offset. Per group partition:
 
 - ``proven``: it is, and the group has not committed past the checkpoint on the
   source since: resuming on the target reads exactly what is next on the source;
-- ``conservative``: the translation is proven, but the group committed further on
-  the source after its newest checkpoint: it reads those records again (never
-  skips them);
+- ``conservative``: the group reads records again, never skips one: either the
+  translation is behind the exact offset (the record next on the target is the
+  copy of one before the checkpoint's, found within :data:`COPY_WINDOW` source
+  offsets back; mm's checkpoints are behind where the offset syncs do not prove
+  more), or it is exact but the group committed further on the source after its
+  newest checkpoint;
 - ``unprovable``: why, in words: the source did not answer, a record is gone
   (retention), or the copy is not where the translation points.
 
@@ -32,15 +35,30 @@ UNPROVABLE = "unprovable"
 
 #: how long the source may take to answer before the proof is given up
 ANSWER_SECONDS = 5.0
+#: how far back, in source offsets, a translation behind the exact one is looked for
+COPY_WINDOW = 10_000
 
 Key = tuple[str, int]
 
 
-def classify(verdict: str | None, checkpointed: int, on_source: int | None) -> tuple[str, str]:
+def classify(
+    verdict: str | None,
+    checkpointed: int,
+    on_source: int | None,
+    copy_from: int | None = None,
+) -> tuple[str, str]:
     """(status, reason) of one translation: ``verdict`` is the content proof's (None:
     exact), ``checkpointed`` the checkpoint's source offset, ``on_source`` the group's
-    committed offset on the source now (None: none or unknown)."""
+    committed offset on the source now (None: none or unknown), ``copy_from`` where the
+    translation is not exact: the source offset of the record found next on the
+    target, when it is one before ``checkpointed`` (the translation is behind)."""
     if verdict is not None:
+        if copy_from is not None and copy_from < checkpointed:
+            return CONSERVATIVE, (
+                f"behind: the target's next record there is the copy of source offset "
+                f"{copy_from}, so the group reads source offsets {copy_from}-"
+                f"{checkpointed - 1} again"
+            )
         return UNPROVABLE, verdict
     if on_source is not None and on_source > checkpointed:
         return CONSERVATIVE, (
@@ -100,7 +118,13 @@ def prove_failover(
     :data:`ANSWER_SECONDS`. Never raises for a source that is down or a partition
     that cannot be read: the proof says so."""
     from mm.dr.groups import TargetGroups
-    from mm.dr.switchover_run import FlowReads, ends_on_target, prove_translation
+    from mm.dr.switchover import translation_verdict
+    from mm.dr.switchover_run import (
+        FlowReads,
+        ends_on_target,
+        source_offset_of_copy,
+        translation_records,
+    )
     from mm.reach import unreachable
     from mm.verify import reads
 
@@ -109,7 +133,7 @@ def prove_failover(
         return FailoverProof(False, f"not proven: {down[flow.source]}")
     try:
         f = FlowReads(cfg, flow, timeout)
-        src_ends = f.ends()
+        src_bounds = reads.log_bounds(f.src_consumer, f.keys, timeout, f.src_profile)
         tgt_keys = sorted({k for t in translations.values() for k in t if k[0] in f.upstream_of})
         tgt_ends = ends_on_target(f, tgt_keys)
         tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {flow.target}", timeout)
@@ -133,19 +157,21 @@ def prove_failover(
                     ),
                 )
             else:
+                src_start, src_end = src_bounds.get((topic, p), (0, 0))
+                tgt_end = tgt_ends.get((tt, p), 0)
+                copy_from = None
                 try:
-                    verdict = prove_translation(
-                        f,
-                        tgt_meta,
-                        (topic, p),
-                        up_offset,
-                        down_offset,
-                        src_ends.get((topic, p), 0),
-                        tgt_ends.get((tt, p), 0),
+                    src_next, tgt_next = translation_records(
+                        f, tgt_meta, (topic, p), up_offset, down_offset, src_end, tgt_end
                     )
+                    verdict = translation_verdict(down_offset, tgt_end, src_next, tgt_next)
+                    if verdict is not None and tgt_next is not None:
+                        copy_from = source_offset_of_copy(
+                            f, (topic, p), tgt_next, up_offset, COPY_WINDOW, src_start
+                        )
                 except Exception as exc:  # a record gone to retention, a read refused
                     verdict = f"could not be read: {exc}"
                 now = None if not isinstance(committed, dict) else committed.get((topic, p))
-                status, reason = classify(verdict, up_offset, now)
+                status, reason = classify(verdict, up_offset, now, copy_from)
             proof.partitions.append(PartitionProof(group, tt, p, status, reason))
     return proof

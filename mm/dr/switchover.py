@@ -114,7 +114,7 @@ def translation_verdict(
             f"source record {source_next.offset} is next for the group, but nothing follows "
             f"target offset {translated} (it would be skipped)"
         )
-    if _content(source_next) != _content(target_next):
+    if record_content(source_next) != record_content(target_next):
         return (
             f"source record {source_next.offset} is next for the group, but target offset "
             f"{translated} is followed by record {target_next.offset}, which is not its copy"
@@ -122,7 +122,8 @@ def translation_verdict(
     return None
 
 
-def _content(r: LogRecord) -> tuple[Any, ...]:
+def record_content(r: LogRecord) -> tuple[Any, ...]:
+    """What a copy keeps of a record: key, value, headers, timestamp."""
     return (r.key, r.value, tuple(r.headers), r.timestamp)
 
 

@@ -34,6 +34,7 @@ from mm.dr.switchover import (
     Stillness,
     SwitchoverReport,
     grown,
+    record_content,
     translation_verdict,
     uncovered,
     unmirrored,
@@ -380,7 +381,7 @@ def ends_on_target(f: FlowReads, keys: list[Key]) -> dict[Key, int]:
     }
 
 
-def prove_translation(
+def translation_records(
     f: FlowReads,
     tgt_meta: reads.ClusterMeta,
     key: Key,
@@ -388,9 +389,9 @@ def prove_translation(
     downstream: int,
     src_end: int,
     tgt_end: int,
-) -> str | None:
-    """None when resuming at ``downstream`` on the target reads exactly what resuming
-    at ``upstream`` on the source (``key``) would, by content; otherwise why not."""
+) -> tuple[LogRecord | None, LogRecord | None]:
+    """The first committed record at or after ``upstream`` on the source (``key``) and
+    at or after ``downstream`` on the target's copy (None: none before the end)."""
     topic, partition = key
     tt = f.remote[topic]
     src_next = _first_from(
@@ -411,7 +412,45 @@ def prove_translation(
         tgt_end,
         f.timeout,
     )
+    return src_next, tgt_next
+
+
+def prove_translation(
+    f: FlowReads,
+    tgt_meta: reads.ClusterMeta,
+    key: Key,
+    upstream: int,
+    downstream: int,
+    src_end: int,
+    tgt_end: int,
+) -> str | None:
+    """None when resuming at ``downstream`` on the target reads exactly what resuming
+    at ``upstream`` on the source (``key``) would, by content; otherwise why not."""
+    src_next, tgt_next = translation_records(
+        f, tgt_meta, key, upstream, downstream, src_end, tgt_end
+    )
     return translation_verdict(downstream, tgt_end, src_next, tgt_next)
+
+
+def source_offset_of_copy(
+    f: FlowReads, key: Key, copy: LogRecord, below: int, window: int, log_start: int
+) -> int | None:
+    """The source offset, below ``below`` and at most ``window`` offsets back, of the
+    committed record whose content ``copy`` (a record of the target) has; None when
+    none there has it."""
+    topic, partition = key
+    start = max(log_start, below - window)
+    if below <= start:
+        return None
+    want = record_content(copy)
+    leader = f.src_meta.leader(topic, partition, f"cluster {f.flow.source}")
+    found = None
+    for r in f.src_reader.scan(
+        leader, topic, partition, start, below, ScanStats(), timeout=f.timeout
+    ):
+        if record_content(r) == want:
+            found = r.offset  # the last one before ``below``: the nearest copy
+    return found
 
 
 def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:

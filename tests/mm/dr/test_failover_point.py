@@ -295,6 +295,11 @@ def test_a_failover_translation_is_proven_conservative_or_unprovable() -> None:
     status, reason = classify(None, 10, 14)
     assert status == CONSERVATIVE and "reads up to 4 offsets again" in reason
     assert classify("copy not found", 10, 10) == (UNPROVABLE, "copy not found")
+    # not exact, but the target's next record is the copy of source offset 7: behind
+    status, reason = classify("not its copy", 10, 10, copy_from=7)
+    assert status == CONSERVATIVE and "reads source offsets 7-9 again" in reason
+    # the copy of a later record: it would skip, never conservative
+    assert classify("not its copy", 10, 10, copy_from=12)[0] == UNPROVABLE
     proof = FailoverProof(
         True, None, [P("g", "A.t", 0, PROVEN, "x"), P("g", "A.t", 1, UNPROVABLE, "y")]
     )
