@@ -119,12 +119,7 @@ def prove_failover(
     that cannot be read: the proof says so."""
     from mm.dr.groups import TargetGroups
     from mm.dr.switchover import translation_verdict
-    from mm.dr.switchover_run import (
-        FlowReads,
-        ends_on_target,
-        source_offset_of_copy,
-        translation_records,
-    )
+    from mm.dr.switchover_run import FlowReads, source_offset_of_copy, translation_records
     from mm.reach import unreachable
     from mm.verify import reads
 
@@ -135,7 +130,7 @@ def prove_failover(
         f = FlowReads(cfg, flow, timeout)
         src_bounds = reads.log_bounds(f.src_consumer, f.keys, timeout, f.src_profile)
         tgt_keys = sorted({k for t in translations.values() for k in t if k[0] in f.upstream_of})
-        tgt_ends = ends_on_target(f, tgt_keys)
+        tgt_ends = f.copy_ends(tgt_keys)
         tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {flow.target}", timeout)
         on_source = TargetGroups(cfg.cluster(flow.source).librdkafka("admin"), timeout).committed(
             sorted(translations)

@@ -116,8 +116,12 @@ class FlowReads:
             self.tgt_admin, f"cluster {self.flow.target}", self.timeout
         ).partitions
         keys = [(self.remote[t], p) for t, p in self.keys if p < on_target.get(self.remote[t], 0)]
+        return {(self.upstream_of[tt], p): hi for (tt, p), hi in self.copy_ends(keys).items()}
+
+    def copy_ends(self, keys: list[Key]) -> dict[Key, int]:
+        """The target's read_committed ends of ``keys`` (target topics)."""
         bounds = reads.log_bounds(self.tgt_consumer, keys, self.timeout, self.tgt_profile)
-        return {(self.upstream_of[tt], p): hi for (tt, p), (_lo, hi) in bounds.items()}
+        return {k: hi for k, (_lo, hi) in bounds.items()}
 
     def positions(self) -> dict[Key, int]:
         """The mirror's committed position per source partition."""
@@ -374,14 +378,6 @@ def producers_holding(
     return describe_producers(found, int(time.time() * 1000), asked)
 
 
-def ends_on_target(f: FlowReads, keys: list[Key]) -> dict[Key, int]:
-    """The target's read_committed ends of ``keys`` (target topics)."""
-    return {
-        k: hi
-        for k, (_, hi) in reads.log_bounds(f.tgt_consumer, keys, f.timeout, f.tgt_profile).items()
-    }
-
-
 def translation_records(
     f: FlowReads,
     tgt_meta: reads.ClusterMeta,
@@ -416,23 +412,6 @@ def translation_records(
     return src_next, tgt_next
 
 
-def prove_translation(
-    f: FlowReads,
-    tgt_meta: reads.ClusterMeta,
-    key: Key,
-    upstream: int,
-    downstream: int,
-    src_end: int,
-    tgt_end: int,
-) -> str | None:
-    """None when resuming at ``downstream`` on the target reads exactly what resuming
-    at ``upstream`` on the source (``key``) would, by content; otherwise why not."""
-    src_next, tgt_next = translation_records(
-        f, tgt_meta, key, upstream, downstream, src_end, tgt_end
-    )
-    return translation_verdict(downstream, tgt_end, src_next, tgt_next)
-
-
 def source_offset_of_copy(
     f: FlowReads, key: Key, copy: LogRecord, below: int, window: int, log_start: int
 ) -> int | None:
@@ -455,14 +434,17 @@ def source_offset_of_copy(
 
 
 def _prove(f: FlowReads, rows: list[GroupPartition], ends: Mapping[Key, int]) -> list[GroupRow]:
-    tgt_ends = ends_on_target(f, sorted({(f.remote[r.topic], r.partition) for r in rows}))
+    tgt_ends = f.copy_ends(sorted({(f.remote[r.topic], r.partition) for r in rows}))
     tgt_meta = reads.cluster_meta(f.tgt_admin, f"cluster {f.flow.target}", f.timeout)
     out = []
     for r in rows:
         assert r.downstream is not None  # covered
         key = (r.topic, r.partition)
         tgt_end = tgt_ends[(f.remote[r.topic], r.partition)]
-        why = prove_translation(f, tgt_meta, key, r.offset, r.downstream, ends[key], tgt_end)
+        src_next, tgt_next = translation_records(
+            f, tgt_meta, key, r.offset, r.downstream, ends[key], tgt_end
+        )
+        why = translation_verdict(r.downstream, tgt_end, src_next, tgt_next)
         row = _group_row(r, f)
         row.exact, row.reason = why is None, why
         out.append(row)
