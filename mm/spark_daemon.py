@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-HUNG_UP = (BrokenPipeError, ConnectionResetError)
+from mm.spark_python import HUNG_UP
 
 
 def quiet_when_hung_up(worker: Callable[..., int]) -> Callable[..., int]:
@@ -61,7 +61,7 @@ def quiet_accumulator_server(server: Any) -> None:
     def handle_error(request: Any, client_address: Any) -> None:
         import sys
 
-        if isinstance(sys.exc_info()[1], (EOFError, *HUNG_UP)):
+        if isinstance(sys.exc_info()[1], HUNG_UP):
             return  # Spark is stopping: the update's task has ended with it
         printed(request, client_address)
 

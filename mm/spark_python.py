@@ -12,7 +12,8 @@ the installed, byte-compiled package is imported instead, then runs the module a
 kept. Anything but ``-m MODULE`` is handed to the interpreter unchanged.
 
 It also takes Spark's Python processes out of the terminal's process group
-(:func:`leave_foreground_group`), so Ctrl-C stops the job through its driver.
+(:func:`leave_foreground_group`), so Ctrl-C stops the job through its driver,
+and ends quietly a process whose JVM hung up on it (:func:`run_until_hung_up`).
 
 Stdlib only, imports nothing of PySpark or of the toolkit: it runs first in
 every Spark Python process.
@@ -26,6 +27,9 @@ import sys
 from collections.abc import Sequence
 
 ZIP_NAME = "pyspark.zip"
+# what a Spark Python process meets when the JVM closed its socket: the end of its
+# input, or a write to a connection the other end has closed
+HUNG_UP: tuple[type[BaseException], ...] = (EOFError, BrokenPipeError, ConnectionResetError)
 
 
 def installed_pyspark_zip(path: Sequence[str]) -> str | None:
@@ -63,6 +67,33 @@ def leave_foreground_group() -> None:
         pass
 
 
+def run_until_hung_up(module: str) -> None:
+    """Runs ``module`` as ``python -m`` would; a hang-up reaching the top ends the process
+    with code 1 and no traceback.
+
+    A stopping job stops its streaming query, and the JVM closes the socket of the
+    query's planner process (PySpark's ``python_streaming_source_runner``) while
+    it waits for its next call. The runner then tries to send the EOFError back
+    over the closed socket, and the interpreter printed both tracebacks to the
+    driver's stderr: ``mm mirror`` stopped by SIGTERM ended with a traceback
+    although nothing had gone wrong. Only an exception that reached the top of
+    the process is taken, so the runner has already done what it does with an
+    error (send it to the JVM); the JVM, which closed the socket, knows the query
+    ended. Every other exception is printed as before.
+    """
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except HUNG_UP:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        # not sys.exit: at shutdown the interpreter would flush the socket's file
+        # again and print "Exception ignored" with the same broken pipe
+        os._exit(1)
+
+
 def main() -> None:
     leave_foreground_group()
     args = sys.argv[1:]
@@ -78,7 +109,7 @@ def main() -> None:
         # processes started (not forked) from here resolve PySpark the same way
         os.environ["PYTHONPATH"] = os.pathsep.join(without_zip(env_path.split(os.pathsep), own_zip))
     sys.argv = [module, *args[2:]]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    run_until_hung_up(module)
 
 
 if __name__ == "__main__":

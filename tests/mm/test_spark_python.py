@@ -160,3 +160,53 @@ def test_spark_workers_run_under_the_quiet_daemon() -> None:
     finally:
         spark.stop()
     assert names == ["mm.spark_daemon"]
+
+
+HANGS_UP = (
+    "import socket, sys\n"
+    "ours, jvm = socket.socketpair()\n"
+    "sock_file = ours.makefile('rwb', 65536)\n"
+    "jvm.close()  # the JVM stopped the query and closed the socket\n"
+    "try:\n"
+    "    if not sock_file.read(4):\n"
+    "        raise EOFError\n"
+    "except EOFError:\n"
+    "    sock_file.write(b'x' * 8)  # the runner sends its error back\n"
+    "    sock_file.flush()\n"
+)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "body, quiet",
+    [
+        (HANGS_UP, True),
+        ("raise EOFError\n", True),
+        ("raise ValueError('a real failure')\n", False),
+    ],
+)
+def test_a_spark_process_the_jvm_hung_up_on_ends_quietly(
+    tmp_path: Path, body: str, quiet: bool
+) -> None:
+    """A Spark Python process (the streaming source's planner, seen: `mm mirror` stopped
+    by SIGTERM) whose JVM closed the socket ends with code 1 and no traceback; any
+    other exception reaching the top is printed as Python prints it."""
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.fail(f"{LAUNCHER} is not installed: reinstall the project (pip install -e .)")
+    (tmp_path / "hangup.py").write_text(body)
+    import mm
+
+    root = str(Path(mm.__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [str(LAUNCHER), "-m", "hangup"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out
+    if quiet:
+        assert out.stderr == "", out.stderr
+    else:
+        assert "Traceback" in out.stderr and "ValueError: a real failure" in out.stderr, out
