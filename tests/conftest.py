@@ -31,13 +31,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(scope="session")
 def kafka_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFactory]:
     """Clusters by name (``.cluster("A")``), the same object for the whole session."""
-    # Broker logs under pytest's temp dir, which keeps the last few sessions. xdist's
-    # workers share A, B and C: the run's temp dir is their workers' dirs' parent,
-    # and pytest's main process (each worker's parent) owns the brokers.
-    shared = None
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = (tmp_path_factory.getbasetemp().parent / "shared-brokers", os.getppid())
-    factory = KafkaFactory(tmp_path_factory.mktemp("brokers"), shared)
+    # Broker logs under pytest's temp dir, which keeps the last few sessions.
+    factory = KafkaFactory(tmp_path_factory.mktemp("brokers"))
     try:
         yield factory
     finally:

@@ -24,7 +24,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -128,29 +127,6 @@ def _tail(path: Path, lines: int = 40) -> str:
         return f"(no {path})"
 
 
-# Runs a JVM that outlives the process starting it (a test worker) but not its
-# owner (pytest's main process, whose workers share the broker): the JVM is killed
-# when the owner is gone or this watcher is signalled; it shares the watcher's
-# process group, so stopping the group stops both.
-OUTLIVE_STARTER = """
-import os, signal, subprocess, sys, time
-owner = int(sys.argv[1])
-child = subprocess.Popen(sys.argv[2:])
-def end(*_):
-    child.kill()
-    child.wait()
-    sys.exit(0)
-signal.signal(signal.SIGTERM, end)
-while child.poll() is None:
-    try:
-        os.kill(owner, 0)
-    except ProcessLookupError:
-        end()
-    time.sleep(1)
-sys.exit(child.returncode)
-"""
-
-
 class _JavaProcess:
     """A JVM child in its own session, output to ``<dir>/<name>.out``."""
 
@@ -164,14 +140,8 @@ class _JavaProcess:
         self.log_path = self.dir / f"{self.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def _spawn(self, argv: list[str], owner_pid: int | None = None) -> None:
-        """Start ``argv``; it dies with this process, or with ``owner_pid`` when given
-        (a broker other processes use: :data:`OUTLIVE_STARTER`)."""
-        if owner_pid is None:
-            self.proc = procs.spawn(argv, log_path=self.out_path)
-        else:
-            watched = [sys.executable, "-c", OUTLIVE_STARTER, str(owner_pid), *argv]
-            self.proc = procs.spawn(watched, log_path=self.out_path, die_with_parent=False)
+    def _spawn(self, argv: list[str]) -> None:
+        self.proc = procs.spawn(argv, log_path=self.out_path)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -227,14 +197,12 @@ class KRaftBroker(_JavaProcess):
         wait: bool = True,
         timeout: float = 90.0,
         quick: bool = True,
-        owner_pid: int | None = None,
     ) -> None:
         """Format and start the broker; with ``wait`` (default) return once it is ready,
         else call :meth:`wait_ready` (start several brokers at once that way).
         ``extra`` overrides or adds server properties; ``format_args`` are added to
         ``kafka-storage format`` (SCRAM users: ``--add-scram``); ``quick=False`` runs
-        the JVM with its defaults (see :data:`QUICK_JVM`), for benchmarks; with
-        ``owner_pid`` the broker lives as long as that process, not this one."""
+        the JVM with its defaults (see :data:`QUICK_JVM`), for benchmarks."""
         super().__init__(workdir)
         self.port = procs.free_port()
         self.controller_port = procs.free_port()
@@ -254,8 +222,7 @@ class KRaftBroker(_JavaProcess):
         self._argv = java_cmd(
             "kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2, quick=quick
         )
-        self._owner_pid = owner_pid
-        self._spawn(self._argv, owner_pid)
+        self._spawn(self._argv)
         if wait:
             self.wait_ready(timeout)
 
@@ -280,7 +247,7 @@ class KRaftBroker(_JavaProcess):
         :meth:`kill`, Kafka recovers its logs first) and wait until it is ready."""
         if self.alive():
             raise RuntimeError(f"the Kafka broker in {self.dir} is still running")
-        self._spawn(self._argv, self._owner_pid)
+        self._spawn(self._argv)
         self.wait_ready(timeout)
 
     def admin(self) -> AdminClient:

@@ -13,8 +13,6 @@ Per cluster name (A, B, C, ...), in order:
 from __future__ import annotations
 
 import base64
-import fcntl
-import json
 import os
 import tempfile
 import time
@@ -141,46 +139,11 @@ class DockerKafka:
         self.container.stop()
 
 
-def shared_broker(name: str, directory: Path, owner_pid: int) -> KafkaCluster:
-    """Cluster ``name`` of the processes sharing ``directory``: the one recorded there,
-    else a new one-node Apache Kafka living as long as ``owner_pid``. A recorded
-    broker that stopped answering is an error (it is never replaced under the tests
-    using it)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    record = directory / f"kafka-{name}.json"
-    with open(directory / f"kafka-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        if record.exists():
-            found = json.loads(record.read_text())
-            host, port = found["bootstrap"].rsplit(":", 1)
-            if not procs.port_open(host, int(port)):
-                raise RuntimeError(
-                    f"the shared Kafka cluster {name} at {found['bootstrap']} does not "
-                    f"answer; its log: {found['log']}"
-                )
-            return KafkaCluster(name, found["bootstrap"], "kafka", Path(found["log"]))
-        broker = KRaftBroker(directory / f"kafka-{name}", owner_pid=owner_pid)
-        record.write_text(json.dumps({"bootstrap": broker.bootstrap, "log": str(broker.log_path)}))
-        return KafkaCluster(name, broker.bootstrap, "kafka", broker.log_path)
-
-
 class KafkaFactory:
     """Clusters by name for a test session: the same name gives the same cluster."""
 
-    def __init__(
-        self,
-        run_dir: Path | None = None,
-        shared: tuple[Path, int] | None = None,
-    ) -> None:
-        """``shared``: (directory, owner pid) where the processes of one pytest run
-        (xdist's workers) find the Apache Kafka clusters A, B, C: started by the first
-        worker asking, used by all, stopped when the owner (pytest's main process)
-        ends. Each test has its own topics and groups (:mod:`support.names`), so
-        sharing a cluster is sharing it with the tests before it on the same worker,
-        as without workers; it saves each worker three brokers' start and upkeep
-        (about 10 CPU s each to start and 1-3 CPU s a minute idle on 2 cores)."""
+    def __init__(self, run_dir: Path | None = None) -> None:
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="mm-test-brokers-"))
-        self._shared = shared
         self._clusters: dict[str, KafkaCluster] = {}
         self._embedded: EmbeddedClusters | None = None
         self._containers: list[DockerKafka] = []
@@ -204,8 +167,6 @@ class KafkaFactory:
         if bootstrap:
             return KafkaCluster(name, bootstrap, "external")
         if broker_kind() == "kafka":
-            if self._shared is not None:
-                return shared_broker(name, *self._shared)
             broker = KRaftBroker(self.run_dir / f"kafka-{name}")
             self._brokers.append(broker)
             return KafkaCluster(name, broker.bootstrap, "kafka", broker.log_path)
