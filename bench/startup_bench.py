@@ -175,7 +175,7 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=300.0, help="seconds per mirror, at most")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mm-startup-bench-"))
-    brokers = {n: KRaftBroker(root / n, wait=False, quick=False) for n in ("A", "B", "C")}
+    brokers = {n: KRaftBroker(root / n, wait=False) for n in ("A", "B", "C")}
     try:
         for broker in brokers.values():
             broker.wait_ready()

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,14 +39,10 @@ def _log() -> Any:
 
 
 def java_cmd(
-    jars: Path,
-    *args: str,
-    heap: str | None = None,
-    log4j2: Path | None = None,
-    options: Sequence[str] = (),
+    jars: Path, *args: str, heap: str | None = None, log4j2: Path | None = None
 ) -> list[str]:
-    """``java [-Xmx] [options] [-Dlog4j2.configurationFile] -cp "<jars>/*" <args>``
-    ($JAVA_HOME's java when set)."""
+    """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "<jars>/*" <args>`` ($JAVA_HOME's
+    java when set)."""
     java = "java"
     if os.environ.get("JAVA_HOME"):
         java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
@@ -58,7 +54,6 @@ def java_cmd(
     cmd = [java]
     if heap:
         cmd.append(f"-Xmx{heap}")
-    cmd.extend(options)
     if log4j2 is not None:
         cmd.append(f"-Dlog4j2.configurationFile={log4j2}")
     # java expands the trailing '*' of a class path entry itself (no shell here)
@@ -136,12 +131,9 @@ def one_node_props(port: int, controller_port: int, data_dir: Path) -> dict[str,
     }
 
 
-def format_storage(
-    jars: Path, config: Path, log4j2: Path, *args: str, options: Sequence[str] = ()
-) -> None:
+def format_storage(jars: Path, config: Path, log4j2: Path, *args: str) -> None:
     """``kafka-storage format`` for ``config`` with a new cluster id (``args``: SCRAM
-    users and the like; ``options``: the JVM's); raises MirrorError with its output
-    when it fails."""
+    users and the like); raises MirrorError with its output when it fails."""
     fmt = subprocess.run(
         java_cmd(
             jars,
@@ -149,7 +141,6 @@ def format_storage(
             *args,
             heap="256m",
             log4j2=log4j2,
-            options=options,
         ),
         capture_output=True,
         text=True,

@@ -73,25 +73,9 @@ def kafka_jars() -> Path:
     return path
 
 
-# The test brokers' and Kafka tools' JVM: C1 only (no C2 compiler threads competing
-# for the 2 cores with the code under test) and the serial collector (no concurrent
-# GC threads). Measured per broker, one start: 9.4 CPU s -> 5.3 (with its storage
-# format), idle 2.7 CPU s a minute -> 1.3 (with IDLE_PROPS); the suite starts
-# dozens and keeps 3 per test worker running. MirrorMaker 2 and the benchmarks'
-# brokers keep the JVM's defaults: their figures are compared with mm's.
-QUICK_JVM: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-# a one-node controller appends a no-op record to its metadata log every 500 ms by
-# default, to show the brokers it is alive; nothing here waits for those
-IDLE_PROPS: dict[str, object] = {"metadata.max.idle.interval.ms": 10_000}
-
-
-def java_cmd(
-    *args: str, heap: str | None = None, log4j2: Path | None = None, quick: bool = True
-) -> list[str]:
-    """``java [-Xmx] [QUICK_JVM] [-Dlog4j2.configurationFile] -cp "$MM_KAFKA_JARS/*" <args>``
-    (``quick=False``: the JVM's default compilers and collector)."""
-    options = QUICK_JVM if quick else ()
-    return kraft.java_cmd(kafka_jars(), *args, heap=heap, log4j2=log4j2, options=options)
+def java_cmd(*args: str, heap: str | None = None, log4j2: Path | None = None) -> list[str]:
+    """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "$MM_KAFKA_JARS/*" <args>``."""
+    return kraft.java_cmd(kafka_jars(), *args, heap=heap, log4j2=log4j2)
 
 
 def consumer_groups_cli(bootstrap: str, *args: str, timeout: float = 120.0) -> str:
@@ -196,13 +180,11 @@ class KRaftBroker(_JavaProcess):
         format_args: Sequence[str] = (),
         wait: bool = True,
         timeout: float = 90.0,
-        quick: bool = True,
     ) -> None:
         """Format and start the broker; with ``wait`` (default) return once it is ready,
         else call :meth:`wait_ready` (start several brokers at once that way).
         ``extra`` overrides or adds server properties; ``format_args`` are added to
-        ``kafka-storage format`` (SCRAM users: ``--add-scram``); ``quick=False`` runs
-        the JVM with its defaults (see :data:`QUICK_JVM`), for benchmarks."""
+        ``kafka-storage format`` (SCRAM users: ``--add-scram``)."""
         super().__init__(workdir)
         self.port = procs.free_port()
         self.controller_port = procs.free_port()
@@ -211,17 +193,13 @@ class KRaftBroker(_JavaProcess):
         self.bootstrap = f"127.0.0.1:{self.port}"
         props: dict[str, object] = {
             **kraft.one_node_props(self.port, self.controller_port, self.dir / "data"),
-            **(IDLE_PROPS if quick else {}),
             **self._listener_props(),
             **(extra or {}),
         }
         self.config = write_properties(self.dir / "server.properties", props)
         log4j2 = write_log4j2(self.dir / "log4j2.properties", self.log_path)
-        options = QUICK_JVM if quick else ()
-        kraft.format_storage(kafka_jars(), self.config, log4j2, *format_args, options=options)
-        self._argv = java_cmd(
-            "kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2, quick=quick
-        )
+        kraft.format_storage(kafka_jars(), self.config, log4j2, *format_args)
+        self._argv = java_cmd("kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2)
         self._spawn(self._argv)
         if wait:
             self.wait_ready(timeout)
@@ -394,7 +372,6 @@ class MirrorMaker2(_JavaProcess):
                 "B",
                 heap=heap,
                 log4j2=log4j2,
-                quick=False,  # the peer the benchmarks compare with, as users run it
             )
         )
 
