@@ -164,7 +164,12 @@ def coordinator_ready(admin: Any, timeout: float) -> str | None:
         described = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
         described.result(timeout + 1)
     except Exception as exc:  # not up yet: the caller asks again
-        return str(exc)  # not the exception: its frames would hold on to the client
+        # A failed future keeps its exception, whose traceback holds this frame and
+        # so the client: a cycle only the collector frees, maybe after the broker
+        # stopped, when librdkafka's destroy can hang (seen: `mm embedded up` not
+        # exiting after Ctrl-C). Without the traceback the client goes with the frame.
+        exc.__traceback__ = None
+        return str(exc)
     return None
 
 
