@@ -50,14 +50,15 @@ PRUNE_AGE_SECONDS = 3 * 24 * 3600.0
 AUTO, OFF = "auto", "off"
 
 
-def archive_dir(setting: str, env: Mapping[str, str]) -> Path | None:
-    """Where archives are kept for the ``mm.spark.class.archive`` value; None: off."""
+def archive_dir(setting: str, env: Mapping[str, str], name: str = "spark-classes") -> Path | None:
+    """Where archives are kept for the ``mm.spark.class.archive`` value; None: off.
+    ``auto`` is ``name`` under mm's cache directory."""
     if setting == OFF:
         return None
     if setting != AUTO:
         return Path(setting)
     cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache")
-    return Path(os.path.expanduser(cache)) / "mm" / "spark-classes"
+    return Path(os.path.expanduser(cache)) / "mm" / name
 
 
 def archive_key(java: str, jars: Path, spark_conf: Mapping[str, str]) -> str:

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,20 +38,34 @@ def _log() -> Any:
     return get_logger("mm.embedded")
 
 
-def java_cmd(
-    jars: Path, *args: str, heap: str | None = None, log4j2: Path | None = None
-) -> list[str]:
-    """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "<jars>/*" <args>`` ($JAVA_HOME's
-    java when set)."""
-    java = "java"
+def java_binary() -> str:
+    """$JAVA_HOME's java when set, else ``java`` from PATH."""
     if os.environ.get("JAVA_HOME"):
-        java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
-    elif shutil.which("java") is None:
+        return str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+    if shutil.which("java") is None:
         raise MirrorError(
             "Java is needed to run Apache Kafka but neither $JAVA_HOME nor `java` on PATH "
             "was found: install Java 17+"
         )
-    cmd = [java]
+    return "java"
+
+
+def java_cmd(
+    jars: Path,
+    *args: str,
+    heap: str | None = None,
+    log4j2: Path | None = None,
+    java_options: Sequence[str] | None = None,
+) -> list[str]:
+    """``java <options> [-Xmx] [-Dlog4j2.configurationFile] -cp "<jars>/*" <args>``;
+    the options map Kafka's class archive where one is built
+    (:mod:`mm.embedded.kafka_classes`) unless ``java_options`` are given."""
+    java = java_binary()
+    if java_options is None:
+        from mm.embedded import kafka_classes  # here: `python -m` runs that module
+
+        java_options = kafka_classes.java_options(java, jars)
+    cmd = [java, *java_options]
     if heap:
         cmd.append(f"-Xmx{heap}")
     if log4j2 is not None:
@@ -187,6 +201,7 @@ class KRaftCluster(LocalCluster):
         die_with_parent: bool = True,
         startup_timeout: float = 90.0,
         heap: str = HEAP,
+        java_options: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         self.name = name
@@ -197,6 +212,7 @@ class KRaftCluster(LocalCluster):
         self.die_with_parent = die_with_parent
         self.startup_timeout = startup_timeout
         self.heap = heap
+        self.java_options = java_options
         self._controller_port: int | None = None
         # a start's probe client that gave up with a request in flight: an
         # AdminClient destroyed then can crash the process, so it is kept for the
@@ -230,7 +246,14 @@ class KRaftCluster(LocalCluster):
             write_properties(config, one_node_props(self._port, self._controller_port, data))
             write_log4j2(log4j2, self.log_path)
             format_storage(jars, config, log4j2)
-        argv = java_cmd(jars, "kafka.Kafka", str(config), heap=self.heap, log4j2=log4j2)
+        argv = java_cmd(
+            jars,
+            "kafka.Kafka",
+            str(config),
+            heap=self.heap,
+            log4j2=log4j2,
+            java_options=self.java_options,
+        )
         self._proc = procs.spawn(argv, log_path=self.out_path, die_with_parent=self.die_with_parent)
 
     def wait_ready(self) -> None:
