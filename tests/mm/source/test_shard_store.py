@@ -1,0 +1,159 @@
+"""The shard map recorded on the target and the fencing round (mm.source.shard_store),
+on a real broker: the ids of the previous generation (or the per-partition ids of
+before shards) are fenced before a new map is recorded, and a second driver's claim
+fences the first one's map writer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from mm_client.kafka.admin import ensure_topic
+from support.clusters import KafkaCluster
+
+from mm.errors import MirrorError
+from mm.source.shard_map import ShardMap
+from mm.source.shard_store import (
+    SHARDS_TOPIC_CONFIG,
+    ShardMapStore,
+    fence,
+    settle,
+    shards_topic,
+)
+
+
+@pytest.fixture
+def flow(cluster_b: KafkaCluster) -> tuple[str, str, str]:
+    """A source alias, the records' topic and the transactional-id prefix, all unique."""
+    source = f"S{uuid.uuid4().hex[:8]}"
+    ensure_topic(AdminClient({"bootstrap.servers": cluster_b.bootstrap_servers}),
+                 shards_topic(source), "cluster B", 1, config=SHARDS_TOPIC_CONFIG)  # fmt: skip
+    topic = f"{source}.orders"
+    admin = AdminClient({"bootstrap.servers": cluster_b.bootstrap_servers})
+    ensure_topic(admin, topic, "cluster B", 1, config={}, partitions=3)
+    return source, topic, f"mm.{source}.B"
+
+
+def _store(cluster: KafkaCluster, source: str, prefix: str) -> ShardMapStore:
+    conf = {"bootstrap.servers": cluster.bootstrap_servers}
+    return ShardMapStore(flow=f"{source}->B", source=source, prefix=prefix,
+                         producer_conf=conf, consumer_conf=conf, timeout=30)  # fmt: skip
+
+
+def _open_transaction(
+    cluster: KafkaCluster, transactional_id: str, topic: str, part: int
+) -> Producer:
+    """A producer of ``transactional_id`` with a record in an open transaction (a zombie)."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "transactional.id": transactional_id})  # fmt: skip
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"zombie", partition=part)
+    producer.flush(30)
+    return producer
+
+
+def _committed_values(cluster: KafkaCluster, topic: str) -> list[bytes | None]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "group.id": f"check-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})  # fmt: skip
+    values: list[bytes | None] = []
+    try:
+        for part in range(3):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+            if high == 0:
+                continue
+            consumer.assign([TopicPartition(topic, part, 0)])
+            for _ in range(20):
+                values += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+                position = consumer.position([TopicPartition(topic, part)])[0].offset
+                if position >= high:
+                    break
+    finally:
+        consumer.close()
+    return values
+
+
+def _fencer(cluster: KafkaCluster) -> Callable[..., None]:
+    return lambda ids: fence(ids, {"bootstrap.servers": cluster.bootstrap_servers}, 30)
+
+
+def test_the_first_map_fences_the_per_partition_producers_and_is_read_back(
+    cluster_b: KafkaCluster, flow: tuple[str, str, str]
+) -> None:
+    source, topic, prefix = flow
+    legacy = _open_transaction(cluster_b, f"{prefix}.{topic}.1", topic, 1)
+    store = _store(cluster_b, source, prefix)
+    assert store.read() is None
+    step = settle(store, [(topic, p) for p in range(3)], 2, _fencer(cluster_b))
+    assert step.new_generation and step.map.generation == 1
+    assert f"{prefix}.{topic}.1" in step.fence
+    # the per-partition producer of before shards can no longer commit
+    with pytest.raises(KafkaException):
+        legacy.commit_transaction(30)
+    assert _committed_values(cluster_b, topic) == []
+    recorded = _store(cluster_b, source, prefix).read()
+    assert recorded is not None and recorded.map == step.map
+    assert store.is_newest(step.map)
+    # the same partitions again: no new generation, nothing fenced, nothing written
+    again = settle(store, [(topic, p) for p in range(3)], 2, _fencer(cluster_b))
+    assert not again.new_generation and not again.changed and again.map == step.map
+    store.close()
+
+
+def test_a_new_shard_count_fences_a_zombie_of_the_previous_generation(
+    cluster_b: KafkaCluster, flow: tuple[str, str, str]
+) -> None:
+    source, topic, prefix = flow
+    store = _store(cluster_b, source, prefix)
+    first = settle(store, [(topic, p) for p in range(3)], 2, _fencer(cluster_b)).map
+    zombie = _open_transaction(cluster_b, first.transactional_id(prefix, 0), topic, 0)
+    live = Producer({"bootstrap.servers": cluster_b.bootstrap_servers,
+                     "transactional.id": first.transactional_id(prefix, 1)})  # fmt: skip
+    live.init_transactions(30)
+
+    second = settle(store, [(topic, p) for p in range(3)], 3, _fencer(cluster_b))
+    assert second.new_generation and second.map.generation == 2
+    assert set(second.fence) == set(first.transactional_ids(prefix))
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+    # an idle producer of the old generation is fenced too: it cannot even begin
+    with pytest.raises(KafkaException):
+        live.begin_transaction()
+        live.produce(topic, b"late", partition=1)
+        live.commit_transaction(30)
+    assert _committed_values(cluster_b, topic) == []
+    assert not store.is_newest(first) and store.is_newest(second.map)
+    store.close()
+
+
+def test_a_second_driver_claiming_the_map_stops_the_first_from_recording(
+    cluster_b: KafkaCluster, flow: tuple[str, str, str]
+) -> None:
+    source, topic, prefix = flow
+    first, second = _store(cluster_b, source, prefix), _store(cluster_b, source, prefix)
+    first.claim()
+    second.claim()
+    with pytest.raises(MirrorError, match="was not recorded"):
+        first.record(ShardMap(1, 1, {(topic, 0): 0}))
+    second.record(ShardMap(1, 2, {(topic, 0): 0, (topic, 1): 1}))
+    newest = _store(cluster_b, source, prefix).read()
+    assert newest is not None and newest.map.shards == 2
+    first.close()
+    second.close()
+
+
+def test_a_map_record_that_cannot_be_read_names_where_it_is(
+    cluster_b: KafkaCluster, flow: tuple[str, str, str]
+) -> None:
+    source, _topic, prefix = flow
+    producer = Producer({"bootstrap.servers": cluster_b.bootstrap_servers})
+    producer.produce(shards_topic(source), b"{not json", f"{source}->B".encode(), partition=0)
+    producer.flush(30)
+    with pytest.raises(MirrorError) as err:
+        _store(cluster_b, source, prefix).read()
+    assert f"{shards_topic(source)} offset 0" in str(err.value)
+    assert "format 1" in str(err.value)
