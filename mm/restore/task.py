@@ -48,7 +48,7 @@ from mm.backup.groups import OffsetRun
 from mm.backup.layout import PartitionRef
 from mm.backup.segment import SegmentRow, iter_segment_rows
 from mm.backup.storage import Storage, open_storage
-from mm.kafka.txn import transaction_error
+from mm.kafka.txn import Transaction
 from mm.restore.plan import (
     current_runs,
     lost_mapping_message,
@@ -216,9 +216,9 @@ class _Run:
     def restore(self) -> None:
         ctx, task = self.ctx, self.task
         self.producer = new_producer(producer_conf(ctx, task))
+        txn = Transaction(self.producer)
         try:
-            self.producer.list_topics(task.target_topic, timeout=ctx.timeout)
-            self.producer.init_transactions(ctx.timeout)
+            txn.init(task.target_topic, ctx.timeout)
         except KafkaException as exc:
             raise wrap(exc, f"init transactions for {self.where}") from exc
         self.state = new_consumer(_state_consumer_conf(ctx))
@@ -261,15 +261,15 @@ class _Run:
         self.resumed_from = self.position = position
         group_metadata = self.state.consumer_group_metadata()
         try:
-            self._stream(_records_from(storage, ref, self.position), group_metadata)
+            self._stream(_records_from(storage, ref, self.position), txn, group_metadata)
         except KafkaException as exc:
-            _abort(self.producer)
+            txn.abort(10)
             raise wrap(exc, f"restore transaction into {self.where}") from exc
         except RestoreError:
-            _abort(self.producer)
+            txn.abort(10)
             raise
 
-    def _stream(self, rows: Iterator[SegmentRow], group_metadata: Any) -> None:
+    def _stream(self, rows: Iterator[SegmentRow], txn: Transaction, group_metadata: Any) -> None:
         """Produce ``rows`` in transactions as they are read: one pass, once per record.
 
         Each record is produced when the next one is read (the last one of a
@@ -277,7 +277,7 @@ class _Run:
         gives the transaction's last target offset)."""
         ctx, producer = self.ctx, self.producer
         topic, partition = self.task.target_topic, self.task.partition
-        produce, poll = producer.produce, producer.poll
+        produce = producer.produce
         until, max_records, max_bytes = ctx.until_ms, ctx.txn_records, ctx.txn_bytes
         originals: list[int] = []
         ends = _Ends()
@@ -292,8 +292,9 @@ class _Run:
                 ts = 0
             if not originals:
                 ends = _Ends()
-                producer.begin_transaction()
-                _produce_one(producer, topic, value, key, partition, ts, headers, ends.on_first)
+                txn.begin()
+                txn.produce(topic, value, key, partition, on_delivery=ends.on_first,
+                            timestamp=ts, headers=headers)  # fmt: skip
             else:
                 if held is not None:
                     try:
@@ -301,18 +302,16 @@ class _Run:
                             topic, held[0], held[1], partition, timestamp=held[2], headers=held[3]
                         )
                     except BufferError:
-                        poll(0.05)
-                        _produce_one(
-                            producer, topic, held[0], held[1], partition, held[2], held[3], None
-                        )
+                        txn.produce(topic, held[0], held[1], partition, timestamp=held[2],
+                                    headers=held[3])  # fmt: skip
                 held = (value, key, ts, headers)
             originals.append(offset)
             size += len(key or b"") + len(value or b"")
             if len(originals) >= max_records or size >= max_bytes:
-                self._commit(originals, held, ends, group_metadata)
+                self._commit(txn, originals, held, ends, group_metadata)
                 originals, held, size = [], None, 0
         if originals:
-            self._commit(originals, held, ends, group_metadata)
+            self._commit(txn, originals, held, ends, group_metadata)
 
     def _mapping_runs(self) -> tuple[OffsetRun, ...]:
         """The offset mapping held committed for this partition (empty: none)."""
@@ -353,20 +352,21 @@ class _Run:
         return int(got.offset) if got.offset >= 0 else -1
 
     def _commit(
-        self, originals: list[int], held: tuple[Any, ...] | None, ends: _Ends, group_metadata: Any
+        self,
+        txn: Transaction,
+        originals: list[int],
+        held: tuple[Any, ...] | None,
+        ends: _Ends,
+        group_metadata: Any,
     ) -> None:
         """End the open transaction: its last record, the offset mapping, the position."""
-        ctx, task, producer = self.ctx, self.task, self.producer
+        ctx, task = self.ctx, self.task
         topic, partition = task.target_topic, task.partition
         if held is not None:
-            _produce_one(
-                producer, topic, held[0], held[1], partition, held[2], held[3], ends.on_last
-            )
-        left = producer.flush(ctx.timeout)
-        if left or ends.error is not None:
-            error = ends.error
-            if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-                error = transaction_error(producer) or error  # the cause, not the purge
+            txn.produce(topic, held[0], held[1], partition, on_delivery=ends.on_last,
+                        timestamp=held[2], headers=held[3])  # fmt: skip
+        left, error = txn.delivered(ends.error, ctx.timeout)
+        if left or error is not None:
             raise RestoreError(
                 f"write to {self.where}: "
                 + (
@@ -387,46 +387,16 @@ class _Run:
             )
         mapping = mapping_topic(ctx.region)
         for m in transaction_runs(topic, partition, originals, ends.first):
-            producer.produce(mapping, m.value(), m.key(), partition=0)
+            txn.produce(mapping, m.value(), m.key(), partition=0)
         position = originals[-1] + 1
-        producer.send_offsets_to_transaction(
-            [TopicPartition(topic, partition, position)], group_metadata, ctx.timeout
-        )
-        producer.commit_transaction(ctx.timeout)
+        txn.commit([TopicPartition(topic, partition, position)], group_metadata,
+                   offsets_timeout=ctx.timeout, commit_timeout=ctx.timeout)  # fmt: skip
         self.position = position
         self.records += n
         self.transactions += 1
         if self.first_restored is None:
             self.first_restored = ends.first
         self.last_restored = ends.last
-
-
-def _produce_one(
-    producer: Any,
-    topic: str,
-    value: bytes | None,
-    key: bytes | None,
-    partition: int,
-    ts: int,
-    headers: Any,
-    on_delivery: Any,
-) -> None:
-    """produce(), waiting while librdkafka's queue is full."""
-    while True:
-        try:
-            producer.produce(
-                topic, value, key, partition, on_delivery=on_delivery, timestamp=ts, headers=headers
-            )
-            return
-        except BufferError:
-            producer.poll(0.05)
-
-
-def _abort(producer: Any) -> None:
-    try:
-        producer.abort_transaction(10)
-    except KafkaException:
-        pass  # fenced or fatal: the broker (or the next init_transactions) aborts it
 
 
 def _records_from(storage: Storage, ref: PartitionRef, position: int) -> Iterator[SegmentRow]:

@@ -59,7 +59,6 @@ from mm_client.kafka import (
     cause_code,
     is_refusal,
     kafka_cause,
-    kafka_error,
     new_producer,
     produce_retrying,
     reader_conf,
@@ -69,7 +68,7 @@ from mm_client.records import SYNC_WRITER_HEADER, TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
 from mm.kafka.errors import wrap
-from mm.kafka.txn import transaction_error
+from mm.kafka.txn import Transaction
 from mm.source.clients import DEFAULT_CLIENTS, MirrorClients
 from mm.source.runs import RunTracker
 from mm.source.spec import FlowRuntime, RangeSpec
@@ -609,11 +608,9 @@ def _mirror_with(
     try:
         if fresh:
             try:
-                # metadata first: with no broker connection up yet, librdkafka's
-                # coordinator lookup waits out a 0.5 s retry timer (measured: 96
-                # concurrent inits 1.5 s without this, 0.75 s with it)
-                producer.list_topics(spec.target_topic, timeout=30)
-                producer.init_transactions(60)
+                # (measured: 96 concurrent inits 1.5 s without the metadata request
+                # Transaction.init makes first, 0.75 s with it)
+                Transaction(producer).init(spec.target_topic, 60)
             except KafkaException as exc:
                 raise wrap(
                     exc,
@@ -842,6 +839,7 @@ def _mirror_loop(
     log: Callable[..., None] | None,
 ) -> None:
     topic, partition, target_topic, end = spec.topic, spec.partition, spec.target_topic, spec.end
+    txn = Transaction(producer)
     produce = producer.produce
     poll = producer.poll
     max_bytes = spec.max_record_bytes
@@ -944,7 +942,7 @@ def _mirror_loop(
                         # looked). Copying from there would append the new log to the
                         # old one's copy: stop the partition, this transaction aborted.
                         if in_txn:
-                            _abort(producer)
+                            txn.abort(30)
                         raise PartitionStoppedError(
                             _past_end(rt, spec, consumer, expected, log), result
                         )
@@ -989,7 +987,7 @@ def _mirror_loop(
                             done = True
                             break
                         if not in_txn:
-                            producer.begin_transaction()
+                            txn.begin()
                             in_txn = True
                         _dead_letter(producer, rt.dead_letter_topic, m, reason)
                         result.dead_lettered += 1
@@ -1006,7 +1004,7 @@ def _mirror_loop(
                             break
                         continue
                     if not in_txn:
-                        producer.begin_transaction()
+                        txn.begin()
                         in_txn = True
                     # here only for a transaction's first record (n == 0): its
                     # delivery report gives the target offset the syncs start from
@@ -1114,13 +1112,11 @@ def _commit_position_only(
     producer: Producer, group_metadata: Any, spec: RangeSpec, position: int, metadata: str = ""
 ) -> None:
     try:
-        producer.begin_transaction()
-        producer.send_offsets_to_transaction(
+        Transaction(producer).commit_positions(
             [TopicPartition(spec.target_topic, spec.partition, position, metadata=metadata)],
             group_metadata,
             60,
         )
-        producer.commit_transaction(60)
     except KafkaException as exc:
         raise wrap(exc, f"commit position of {spec.target_topic}[{spec.partition}]") from exc
 
@@ -1189,12 +1185,10 @@ def _commit(
     txn_bytes: int,
 ) -> None:
     where = f"{spec.target_topic}[{spec.partition}] on cluster {rt.target}"
-    remaining = producer.flush(120)
-    if remaining or delivery.error is not None or (tracker.count and delivery.first < 0):
-        error = delivery.error
-        if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-            error = transaction_error(producer) or error
-        _abort(producer)
+    txn = Transaction(producer)
+    remaining, error = txn.delivered(delivery.error, 120)
+    if remaining or error is not None or (tracker.count and delivery.first < 0):
+        txn.abort(30)
         code = error.name() if error else "_TIMED_OUT"
         raise KafkaOperationError(
             f"produce to {where} failed: "
@@ -1249,34 +1243,15 @@ def _commit_with_syncs(
                     0,
                     headers=sync_headers(batch_id, i == 0),
                 )
-        producer.send_offsets_to_transaction(
-            [
-                TopicPartition(
-                    spec.target_topic,
-                    spec.partition,
-                    next_pos,
-                    metadata=metadata,
-                )
-            ],
+        Transaction(producer).commit(
+            [TopicPartition(spec.target_topic, spec.partition, next_pos, metadata=metadata)],
             group_metadata,
-            60,
-        )
-        if syncs is not None:
+            offsets_timeout=60,
+            commit_timeout=120,
             # keep "only the last committed transaction's syncs may be unwritten",
             # which is what a restarted task recovers (the previous transaction's
             # syncs were produced long ago: this rarely waits)
-            syncs.flush()
-        producer.commit_transaction(120)
+            before_commit=None if syncs is None else syncs.flush,
+        )
     except KafkaException as exc:
-        err = kafka_error(exc)
-        if err is not None and err.txn_requires_abort():
-            _abort(producer)
         raise wrap(exc, f"commit transaction for {where}") from exc
-
-
-def _abort(producer: Producer) -> None:
-    try:
-        producer.abort_transaction(30)
-    except KafkaException:
-        # fenced or fatal: the broker aborts the open transaction on its own
-        pass
