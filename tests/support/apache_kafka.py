@@ -431,6 +431,18 @@ class ConnectStandaloneCheckpoint(_JavaProcess):
             )
         )
 
+    def wait_task_started(self, timeout: float = 240.0) -> None:
+        """Until the connector's task runs: a JVM's start is not what a test times
+        (under a busy suite Connect took 55 s from its start to its task's)."""
+        started = "Source task finished initialization and start"
+        deadline = time.monotonic() + timeout
+        while started not in self.log_text():
+            assert self.alive(), self.describe()
+            assert time.monotonic() < deadline, (
+                f"MM2's checkpoint task not started within {timeout:g}s\n{self.describe()}"
+            )
+            time.sleep(0.5)
+
 
 # --- RemoteClusterUtils -------------------------------------------------------------------
 

@@ -513,6 +513,7 @@ def test_mm2_checkpoint_connector_continues_after_mm(takeover: Takeover) -> None
     with connect:
         for g, offsets in new.items():
             commit_admin(t.a, g, t.t2, offsets)
+        connect.wait_task_started()
         wanted = {(g, p, o) for g, offsets in new.items() for p, o in offsets.items()}
 
         def emitted() -> list[Checkpoint] | None:
