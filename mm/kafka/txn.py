@@ -9,9 +9,9 @@ A :class:`Transaction` is a transactional producer's protocol:
 - :meth:`~Transaction.begin`, then records with :meth:`~Transaction.produce` (the
   hot loops call the producer's own ``produce`` and fall back to it when the
   queue is full);
-- :meth:`~Transaction.delivered` waits for the records' acknowledgements and
-  names what failed them (:func:`transaction_error`: the cause, not librdkafka's
-  purge);
+- :meth:`~Transaction.delivered` waits for the records' acknowledgements, and
+  :meth:`~Transaction.cause` then names what failed them (:func:`transaction_error`:
+  the cause, not librdkafka's purge);
 - :meth:`~Transaction.commit` puts the job's positions (consumer-group offsets on
   the target) into the same transaction as its records and commits; a commit that
   leaves the transaction needing an abort aborts it;
@@ -68,14 +68,18 @@ class Transaction:
         """``produce``, polling while the producer's queue is full."""
         produce_retrying(self.producer, topic, *args, **kwargs)
 
-    def delivered(self, error: KafkaError | None, timeout: float) -> tuple[int, KafkaError | None]:
-        """Wait up to ``timeout`` for every record's acknowledgement: the records
-        still unacknowledged, and what failed the transaction: ``error`` (the first
-        delivery error the caller saw) or, for a purge, its cause."""
-        left = self.producer.flush(timeout)
+    def delivered(self, timeout: float) -> int:
+        """Wait up to ``timeout`` for every record's acknowledgement (delivery reports
+        are served meanwhile); the records still unacknowledged."""
+        return int(self.producer.flush(timeout))
+
+    def cause(self, error: KafkaError | None) -> KafkaError | None:
+        """What failed the transaction, given the first delivery error seen: that
+        error, or for librdkafka's purge the transaction's own error behind it.
+        Ask after :meth:`delivered`: the reports arrive during it."""
         if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-            error = transaction_error(self.producer) or error
-        return left, error
+            return transaction_error(self.producer) or error
+        return error
 
     def commit(
         self,

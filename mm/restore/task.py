@@ -365,7 +365,8 @@ class _Run:
         if held is not None:
             txn.produce(topic, held[0], held[1], partition, on_delivery=ends.on_last,
                         timestamp=held[2], headers=held[3])  # fmt: skip
-        left, error = txn.delivered(ends.error, ctx.timeout)
+        left = txn.delivered(ctx.timeout)
+        error = txn.cause(ends.error)  # set by the reports delivered() served
         if left or error is not None:
             raise RestoreError(
                 f"write to {self.where}: "

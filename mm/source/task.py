@@ -1186,7 +1186,8 @@ def _commit(
 ) -> None:
     where = f"{spec.target_topic}[{spec.partition}] on cluster {rt.target}"
     txn = Transaction(producer)
-    remaining, error = txn.delivered(delivery.error, 120)
+    remaining = txn.delivered(120)
+    error = txn.cause(delivery.error)  # set by the reports delivered() served
     if remaining or error is not None or (tracker.count and delivery.first < 0):
         txn.abort(30)
         code = error.name() if error else "_TIMED_OUT"

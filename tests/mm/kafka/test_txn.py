@@ -104,10 +104,32 @@ def test_an_abort_that_fails_is_left_to_the_broker() -> None:
 def test_a_purged_delivery_names_the_transactions_cause() -> None:
     denied = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed")
     producer = _Producer({"begin_transaction": denied}, left=2)
-    left, error = Transaction(producer).delivered(KafkaError(KafkaError._PURGE_QUEUE), 1)
-    assert left == 2
+    txn = Transaction(producer)
+    assert txn.delivered(1) == 2
+    error = txn.cause(KafkaError(KafkaError._PURGE_QUEUE))
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # any other delivery error is the error itself; none stays none
     timed_out = KafkaError(KafkaError._MSG_TIMED_OUT)
-    assert Transaction(_Producer()).delivered(timed_out, 1)[1] is timed_out
-    assert Transaction(_Producer()).delivered(None, 1) == (0, None)
+    assert Transaction(_Producer()).cause(timed_out) is timed_out
+    assert Transaction(_Producer()).cause(None) is None
+
+
+def test_the_cause_is_read_after_the_reports_delivered_serves() -> None:
+    """The delivery reports run inside flush(): an error one of them records must
+    be the one the caller then gets (reading it before the wait saw none)."""
+
+    class Reports:
+        error: KafkaError | None = None
+
+    reports = Reports()
+    denied = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed")
+
+    class _Reporting(_Producer):
+        def flush(self, timeout: float) -> int:
+            reports.error = KafkaError(KafkaError._PURGE_QUEUE)
+            return super().flush(timeout)
+
+    txn = Transaction(_Reporting({"begin_transaction": denied}))
+    assert txn.delivered(1) == 0
+    error = txn.cause(reports.error)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
