@@ -3,10 +3,10 @@ from a class-data-sharing (CDS) archive.
 
 Every local broker start runs two JVMs, the storage tool that formats its
 directory and the broker, and each loads thousands of classes from Kafka's jars
-first. Mapped from an archive instead, a broker's start took 3.5 CPU s instead of
-4.4-5.5 and answered in 2.7 s instead of 4.1-4.3; the storage tool's run took
-1.1-1.2 CPU s instead of 1.8-2.0 (same host, alternating runs). That is paid by
-every `mm embedded up`, every drill and demo, and every broker a test starts.
+first. Mapped from an archive instead, a broker answered in 3.1 s instead of
+4.7-4.9 and its start took 3.9-4.0 CPU s instead of 6.0-6.5; the storage tool's
+run 1.3-1.5 CPU s instead of 1.7-2.3 (same 2-core host, alternating runs). That is
+paid by every `mm embedded up`, every drill and demo, and every broker a test starts.
 
 One archive per JVM binary and jar directory (names, sizes, times: the key of
 :func:`mm.spark_classes.archive_key`), kept in ``$MM_KAFKA_CLASS_ARCHIVE``
@@ -70,7 +70,7 @@ def _workload(bootstrap: str) -> None:
     base: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": QUIET_LOGGER, "log_level": 0}
     admin = AdminClient(base)
     admin.create_topics([NewTopic("mm-class-archive", 3, 1)])["mm-class-archive"].result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "mm-class-archive"})
+    producer = Producer({**base, "transactional.id": "mm-class-archive"})
     producer.init_transactions(60)
     producer.begin_transaction()
     for i in range(30):
