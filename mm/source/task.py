@@ -600,8 +600,6 @@ def _mirror_with(
     pending_syncs: list[_SourceSyncWriter] | None,
     state_hint: tuple[int, str | None] | None = None,
 ) -> None:
-    from mm.source import position
-
     key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
     syncs = None if rt.offset_syncs_on_target else _SourceSyncWriter(rt, spec, key, clients)
     producer = writer.producer
@@ -628,55 +626,9 @@ def _mirror_with(
             else read_state(rt, spec, clients=clients, pool=pool)
         )
         cached, writer.state = writer.state, None  # unknown until this range ends well
-        if cached is not None:
-            if committed != cached[0]:
-                raise KafkaOperationError(
-                    f"mirror position of {spec.target_topic}[{spec.partition}] is "
-                    f"{committed}, not {cached[0]} as this worker's producer committed "
-                    "last: another writer, or a commit the broker did not keep",
-                    code=STATE_MOVED,
-                )
-            # what we committed (brokers that do not store commit metadata lose it)
-            metadata = cached[1]
-        state = decode_state(metadata)
-        if syncs is not None and state is not None and _SYNCS_WRITTEN.get(key) != state[0]:
-            # the last committed transaction's syncs may not have reached the source
-            syncs.write(state[1], state[0])
-        # only where the broker may lose an acknowledged commit: on Apache Kafka a
-        # position below ours is an operator's reset, and it is honoured
-        floor = -1 if rt.target_profile.keeps_acknowledged_commits else _floors(pool).get(key, -1)
-        resumed, metadata = _resume_floor(floor, committed, metadata, spec, log)
-        if resumed != committed:
-            # the broker's position is behind the records it holds: put it right first,
-            # or a partition with nothing more to mirror would keep reporting it
-            _commit_position_only(producer, _group_metadata(rt, clients, pool), spec, resumed)
-            result.metadata = ""
-            committed = resumed
-        result.resumed_from = result.position = committed
-        if committed < 0:
-            # no position: a new partition, or the state was lost (never re-mirror blindly)
-            start = position.start_without_state(rt, spec, clients, log)
-            if start != spec.start:
-                # recovered: record it before anything else
-                _commit_position_only(producer, _group_metadata(rt, clients, pool), spec, start)
-                result.metadata = ""
-        else:
-            start = committed
-            if start > spec.end:
-                # behind the planner is normal (Spark's checkpoint was lost); past the
-                # source log end is not
-                position.check_not_past_source_end(rt, spec, committed, clients, result)
-        result.resumed_from = start
-        result.position = start
-        if spec.extra.get("refresh") and committed >= 0:
-            # an idle partition: commit the same position and metadata again, so
-            # the broker does not expire them (mm.source.keepalive)
-            _commit_position_only(
-                producer, _group_metadata(rt, clients, pool), spec, committed, metadata or ""
-            )
-            result.metadata = metadata or ""
-            if log is not None:
-                log("mirror position refreshed", target_topic=spec.target_topic, position=committed)
+        start, committed, metadata = prepare_range(
+            rt, spec, producer, (committed, metadata), cached, result, syncs, clients, pool, log
+        )
         if start >= spec.end:
             writer.state = _known_state(committed, metadata, result)
             return
@@ -722,6 +674,84 @@ def _mirror_with(
             syncs.flush()
         else:
             pending_syncs.append(syncs)
+
+
+def prepare_range(
+    rt: FlowRuntime,
+    spec: RangeSpec,
+    producer: Any,
+    state: tuple[int, str | None],
+    cached: tuple[int, str | None] | None,
+    result: RangeResult,
+    syncs: _SourceSyncWriter | None,
+    clients: MirrorClients,
+    pool: ClientPool,
+    log: Callable[..., None] | None,
+) -> tuple[int, int, str | None]:
+    """Where a range starts copying, from its partition's committed ``state`` read
+    after its producer was fenced or reused, and what that producer committed last
+    (``cached``; None: unknown). Returns (start, committed position, its metadata).
+
+    On the way it writes again the syncs the last transaction may not have written,
+    puts right a position a broker lost (:func:`_resume_floor`), recovers a missing
+    one, refuses a position past the source end (PartitionStoppedError) and refreshes
+    an idle partition's (``refresh`` ranges), each a position-only transaction of
+    ``producer``. Raises STATE_MOVED when ``cached`` is not what is committed.
+    """
+    from mm.source import position
+
+    committed, metadata = state
+    if cached is not None:
+        if committed != cached[0]:
+            raise KafkaOperationError(
+                f"mirror position of {spec.target_topic}[{spec.partition}] is "
+                f"{committed}, not {cached[0]} as this worker's producer committed "
+                "last: another writer, or a commit the broker did not keep",
+                code=STATE_MOVED,
+            )
+        # what we committed (brokers that do not store commit metadata lose it)
+        metadata = cached[1]
+    key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
+    decoded = decode_state(metadata)
+    if syncs is not None and decoded is not None and _SYNCS_WRITTEN.get(key) != decoded[0]:
+        # the last committed transaction's syncs may not have reached the source
+        syncs.write(decoded[1], decoded[0])
+    # only where the broker may lose an acknowledged commit: on Apache Kafka a
+    # position below ours is an operator's reset, and it is honoured
+    floor = -1 if rt.target_profile.keeps_acknowledged_commits else _floors(pool).get(key, -1)
+    resumed, metadata = _resume_floor(floor, committed, metadata, spec, log)
+    if resumed != committed:
+        # the broker's position is behind the records it holds: put it right first,
+        # or a partition with nothing more to mirror would keep reporting it
+        _commit_position_only(producer, _group_metadata(rt, clients, pool), spec, resumed)
+        result.metadata = ""
+        committed = resumed
+    result.resumed_from = result.position = committed
+    if committed < 0:
+        # no position: a new partition, or the state was lost (never re-mirror blindly)
+        start = position.start_without_state(rt, spec, clients, log)
+        if start != spec.start:
+            # recovered: record it before anything else
+            _commit_position_only(producer, _group_metadata(rt, clients, pool), spec, start)
+            result.metadata = ""
+    else:
+        start = committed
+        if start > spec.end:
+            # behind the planner is normal (Spark's checkpoint was lost); past the
+            # source log end is not
+            position.check_not_past_source_end(rt, spec, committed, clients, result)
+    result.resumed_from = start
+    result.position = start
+    if spec.extra.get("refresh") and committed >= 0:
+        # an idle partition: commit the same position and metadata again, so
+        # the broker does not expire them (mm.source.keepalive)
+        _commit_position_only(
+            producer, _group_metadata(rt, clients, pool), spec, committed, metadata or ""
+        )
+        result.metadata = metadata or ""
+        if log is not None:
+            log("mirror position refreshed", target_topic=spec.target_topic, position=committed)
+    return start, committed, metadata
 
 
 def _floors(pool: ClientPool) -> dict[tuple[str, str, int], int]:
