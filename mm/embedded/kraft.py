@@ -30,6 +30,7 @@ HEAP: Final = "768m"
 # a controlled shutdown of a one-node cluster takes 1-3 s; a frozen or busy JVM longer
 STOP_GRACE: Final = 20.0
 PROFILE: Final = "kafka"
+PORT_RETRIES: Final = 3
 
 
 def _log() -> Any:
@@ -214,6 +215,9 @@ class KRaftCluster(LocalCluster):
         self.heap = heap
         self.java_options = java_options
         self._controller_port: int | None = None
+        # new ports picked for this start (free a moment before it): another process
+        # may take one first, and the broker then exits; it starts again on new ones
+        self._port_retries = PORT_RETRIES
         # a start's probe client that gave up with a request in flight: an
         # AdminClient destroyed then can crash the process, so it is kept for the
         # cluster's life (one that answered is destroyed at once, see wait_ready)
@@ -256,6 +260,16 @@ class KRaftCluster(LocalCluster):
         )
         self._proc = procs.spawn(argv, log_path=self.out_path, die_with_parent=self.die_with_parent)
 
+    def _lost_port_race(self) -> bool:
+        if self._port_retries <= 0:
+            return False
+        self._port_retries -= 1
+        try:
+            log = self.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+        return "Address already in use" in log
+
     def wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         last: str | None = "no answer"
@@ -266,6 +280,11 @@ class KRaftCluster(LocalCluster):
                 self._proc = None
                 if admin is not None:
                     self._probes.append(admin)
+                    admin = None
+                if self._lost_port_race():
+                    self._port = None  # spawn picks new ports and formats again
+                    self.spawn()
+                    continue
                 raise MirrorError(
                     f"embedded cluster {self.name} (Apache Kafka) exited during start "
                     f"({rc}); its log:\n{procs.log_tail(self.log_path)}\n"
@@ -288,6 +307,7 @@ class KRaftCluster(LocalCluster):
                     # probe per start: one that knew a killed broker did not find the
                     # restarted one in 90 s.
                     del admin
+                    self._port_retries = 0  # a restart keeps its ports
                     break
             if time.monotonic() > deadline:
                 if admin is not None:

@@ -166,6 +166,9 @@ class _JavaProcess:
 # --- broker ---------------------------------------------------------------------------
 
 
+BIND_RETRIES = 3
+
+
 class KRaftBroker(_JavaProcess):
     """A one-node Apache Kafka cluster (KRaft, broker + controller), PLAINTEXT."""
 
@@ -186,6 +189,16 @@ class KRaftBroker(_JavaProcess):
         ``extra`` overrides or adds server properties; ``format_args`` are added to
         ``kafka-storage format`` (SCRAM users: ``--add-scram``)."""
         super().__init__(workdir)
+        self._heap, self._extra, self._format_args = heap, extra or {}, tuple(format_args)
+        self._bind_retries = BIND_RETRIES
+        self._configure()
+        self._spawn(self._argv)
+        if wait:
+            self.wait_ready(timeout)
+
+    def _configure(self) -> None:
+        """New free ports, server properties and freshly formatted storage."""
+        shutil.rmtree(self.dir / "data", ignore_errors=True)
         self.port = procs.free_port()
         self.controller_port = procs.free_port()
         while self.controller_port == self.port:
@@ -194,15 +207,21 @@ class KRaftBroker(_JavaProcess):
         props: dict[str, object] = {
             **kraft.one_node_props(self.port, self.controller_port, self.dir / "data"),
             **self._listener_props(),
-            **(extra or {}),
+            **self._extra,
         }
         self.config = write_properties(self.dir / "server.properties", props)
         log4j2 = write_log4j2(self.dir / "log4j2.properties", self.log_path)
-        kraft.format_storage(kafka_jars(), self.config, log4j2, *format_args)
-        self._argv = java_cmd("kafka.Kafka", str(self.config), heap=heap, log4j2=log4j2)
-        self._spawn(self._argv)
-        if wait:
-            self.wait_ready(timeout)
+        kraft.format_storage(kafka_jars(), self.config, log4j2, *self._format_args)
+        self._argv = java_cmd("kafka.Kafka", str(self.config), heap=self._heap, log4j2=log4j2)
+
+    def _lost_port_race(self) -> bool:
+        """The first start exited because another process took a port picked for it
+        (free a moment before: other workers start brokers and Spark at the same time)."""
+        return (
+            self._bind_retries > 0
+            and not self.alive()
+            and "Address already in use" in self.log_text()
+        )
 
     def _listener_props(self) -> dict[str, object]:
         """PLAINTEXT on :attr:`port` (the one the tests and the probe use), CONTROLLER."""
@@ -245,13 +264,23 @@ class KRaftBroker(_JavaProcess):
                 break
             time.sleep(0.1)
         admin = self.admin()
+        retry = False
         try:
             self._probe(admin, deadline, timeout)
         except BaseException:
-            self.stop()
-            raise
+            retry = self._lost_port_race()
+            if not retry:
+                self.stop()
+                raise
         finally:
             del admin  # no client left retrying a stopped broker
+        if retry:
+            self._bind_retries -= 1
+            self.log_path.unlink(missing_ok=True)
+            self._configure()
+            self._spawn(self._argv)
+            self.wait_ready(timeout)
+        self._bind_retries = 0  # a restart keeps its ports: never new ones then
 
     def _probe(self, admin: AdminClient, deadline: float, timeout: float) -> None:
         last: object = None
