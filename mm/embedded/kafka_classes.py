@@ -34,6 +34,8 @@ from mm.errors import MirrorError
 
 ENV_SETTING: Final = "MM_KAFKA_CLASS_ARCHIVE"
 SUFFIX: Final = ".jsa"
+# seconds the broker may take to exit once stopped: it writes the archive then
+DUMP_GRACE: Final = 180.0
 
 
 def archive_path(java: str, jars: Path, env: Mapping[str, str]) -> Path | None:
@@ -117,7 +119,9 @@ def build() -> Path | None:
             _workload(cluster.bootstrap_servers)
         finally:
             proc = cluster.process
-            cluster.stop()
+            # the JVM writes the archive as it exits: beyond the usual grace on a
+            # loaded host (a CI run's broker was killed after 20 s, archive unwritten)
+            cluster.stop(DUMP_GRACE)
         returncode = None if proc is None else proc.returncode
         if not publish(partial, archive, returncode):
             raise MirrorError(

@@ -13,13 +13,14 @@ markers and aborted records as gaps.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from support.backup import (
     assert_backup_equals_source,
     backup_config,
@@ -282,6 +283,30 @@ def test_recreated_topic_backed_up_once_its_old_backup_is_moved_aside(
     assert stored_records(FS, str(aside), "east", topic, 0) == old
 
 
+def _wait_listed_end(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> None:
+    """Until ListOffsets (read_uncommitted) lists ``topic[partition]`` as holding
+    records."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bk-listed-end",
+            # as the backup's probe lists it (read_committed: 0 while a transaction is
+            # open, Tansu's last stable offset)
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+            if high > low:
+                return
+            assert time.monotonic() < deadline, f"{topic}[{partition}] still listed empty"
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+
+
 def test_open_transaction_refused_then_backed_up_once_it_ended(
     durable_cluster: Any, unique_topic: Any, tmp_path: Path
 ) -> None:
@@ -303,6 +328,9 @@ def test_open_transaction_refused_then_backed_up_once_it_ended(
     for i in range(2):
         txn.produce(topic, f"txn-{i}".encode(), b"k-t", partition=0, timestamp=TS + 10 + i)
     assert txn.flush(30) == 0  # on the broker, still open
+    # Tansu's S3 storage acknowledged the writes before its ListOffsets saw them (a CI
+    # run's backup listed the partition as empty): the scenario starts once it does
+    _wait_listed_end(bootstrap, topic, 0)
 
     prefix = tmp_path / "bk"
     config = backup_config(tmp_path, bootstrap, topic, prefix=prefix)
