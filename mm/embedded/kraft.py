@@ -31,6 +31,8 @@ HEAP: Final = "768m"
 STOP_GRACE: Final = 20.0
 PROFILE: Final = "kafka"
 PORT_RETRIES: Final = 3
+# what a broker logs when another process took a port picked for it
+BIND_FAILED: Final = "Address already in use"
 
 
 def _log() -> Any:
@@ -268,7 +270,7 @@ class KRaftCluster(LocalCluster):
             log = self.log_path.read_text(errors="replace")
         except OSError:
             return False
-        return "Address already in use" in log
+        return BIND_FAILED in log
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

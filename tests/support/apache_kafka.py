@@ -217,11 +217,7 @@ class KRaftBroker(_JavaProcess):
     def _lost_port_race(self) -> bool:
         """The first start exited because another process took a port picked for it
         (free a moment before: other workers start brokers and Spark at the same time)."""
-        return (
-            self._bind_retries > 0
-            and not self.alive()
-            and "Address already in use" in self.log_text()
-        )
+        return self._bind_retries > 0 and not self.alive() and kraft.BIND_FAILED in self.log_text()
 
     def _listener_props(self) -> dict[str, object]:
         """PLAINTEXT on :attr:`port` (the one the tests and the probe use), CONTROLLER."""
