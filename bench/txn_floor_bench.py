@@ -1,11 +1,12 @@
-"""The floor per-partition transactions put under the mirror, measured on the broker alone.
+"""The floor per-partition transactions put under a copy, measured on the broker alone.
 
-The mirror fences each target partition with its own transactional producer, so every
-partition with new data costs at least one transaction (AddPartitionsToTxn, Produce,
+Fencing each target partition with its own transactional producer (what mm did before
+shards, docs/shards.md) makes every
+partition with new data cost at least one transaction (AddPartitionsToTxn, Produce,
 AddOffsetsToTxn, TxnOffsetCommit, EndTxn) per commit. This script measures what that
 costs on one embedded cluster with no Spark, no source reads and producers already
-initialised: T x P partitions, one transaction of N records each, on W threads (the
-mirror's mm.mirror.task.threads), several rounds; and, in the same run, one plain
+initialised: T x P partitions, one transaction of N records each, on W threads, several
+rounds; and, in the same run, one plain
 idempotent producer writing the same records (the produce half of the plain copy loop
 bench/scale_bench.py compares with). It also times the partitions' init_transactions,
 which a fresh worker (every `mm mirror --once`) pays first.

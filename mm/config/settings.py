@@ -34,6 +34,13 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _shards(raw: str) -> int:
+    """``auto`` (0) or a positive whole number."""
+    if raw.strip().lower() == "auto":
+        return 0
+    return _positive_int(raw)
+
+
 def _positive_float(raw: str) -> float:
     value = float(raw.strip())
     if not value > 0:
@@ -138,25 +145,14 @@ _SETTINGS = (
         "records per target transaction (a transaction also closes after 96 sync points)",
     ),
     Setting(
-        "mirror.task.records",
-        100_000,
-        _positive_int,
-        "a positive whole number of records",
-        "planned records per Spark task (a batch below it is one task)",
-    ),
-    Setting(
-        "mirror.task.max.partitions",
-        256,
-        _positive_int,
-        "a positive whole number of partitions",
-        "partitions per Spark task",
-    ),
-    Setting(
-        "mirror.task.threads",
-        8,
-        _positive_int,
-        "a positive whole number of threads",
-        "ranges one Spark task copies at once",
+        "mirror.shards",
+        0,
+        _shards,
+        "auto or a positive whole number of shards",
+        "target partitions are written through this many transactional ids, the shards "
+        "with work run in at most one Spark task per core (auto: the recorded map's count; "
+        "for a new flow two per core, at most one per partition); a new count fences the "
+        "previous ids first",
     ),
     Setting(
         "mirror.task.continue.seconds",

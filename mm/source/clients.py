@@ -1,6 +1,6 @@
 """The Kafka clients a mirror task builds, behind one seam.
 
-:func:`mm.source.task.mirror_range` asks a :class:`MirrorClients` for every
+:class:`mm.source.shard_run.ShardRun` asks a :class:`MirrorClients` for every
 client it uses, so tests can hand it fakes that model Apache Kafka paths the
 embedded test broker never takes (commit metadata, compaction holes, aborted
 batches) and drive the copy loop through generated logs.

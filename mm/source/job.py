@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,16 +56,31 @@ def ensure_offset_syncs_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
     )
 
 
+def ensure_shards_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
+    """The target's record of the flow's shard map (mm.source.shard_store)."""
+    from mm.source.shard_store import SHARDS_TOPIC_CONFIG, shards_topic
+
+    _ensure_target_topic(cfg, flow, shards_topic(flow.source), SHARDS_TOPIC_CONFIG)
+
+
 def ensure_ends_topic(cfg: MirrorConfig, flow: FlowConfig) -> None:
     """The target's record of the source ends the mirror saw (mm.source.ends)."""
     from mm.source.ends import ENDS_TOPIC_CONFIG, ends_topic
 
+    _ensure_target_topic(cfg, flow, ends_topic(flow.source), ENDS_TOPIC_CONFIG)
+
+
+def _ensure_target_topic(
+    cfg: MirrorConfig, flow: FlowConfig, topic: str, config: Mapping[str, str]
+) -> None:
+    """One of the flow's one-partition internal topics on its target, created once (the
+    replication factor of its offset-syncs topic)."""
     ensure_topic(
         _admin(cfg, flow.target),
-        ends_topic(flow.source),
+        topic,
         f"cluster {flow.target}",
         flow.offset_syncs_topic_replication_factor,
-        config=dict(ENDS_TOPIC_CONFIG),
+        config=dict(config),
     )
 
 
@@ -350,31 +365,77 @@ def _run_flows(
     stop: threading.Event,
     shared: SharedRun | None = None,
 ) -> dict[str, FlowStats]:
-    from pyspark.errors import StreamingQueryException
-
-    from mm.source.reader import (
-        OPTION_MAX_PER_PARTITION,
-        OPTION_PLAN,
-        MirrorDataSource,
-    )
+    for flow in flows:
+        _ensure_flow_topics(cfg, flow)
+    failed_topics, plans = _plan_flows(cfg, flows, log, once)
+    if shared is None:
+        stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
+    else:
+        stats = shared.mirror_stats
+        for f in flows:
+            st = stats.setdefault(f.name, FlowStats())
+            st.failed_topics = failed_topics[f.name]
+            st.refused = None  # a restart under mm run tries again: an ACL may be granted
+    if stop.is_set():  # before Spark starts: nothing to stop
+        (log.info if shared is None else log.debug)("mirror stopped on request")
+        return stats
     from mm.spark_session import build_spark
 
-    for flow in flows:
-        ensure_offset_syncs_topic(cfg, flow)
-        ensure_ends_topic(cfg, flow)
+    spark = (
+        build_spark("mm-mirror", cfg.spark, cfg.setting("spark.class.archive"))
+        if shared is None
+        else shared.spark
+    )
+    queries = _FlowQueries(cfg, flows, plans, stats, spark, once, trigger_seconds, log)
+    from mm.metrics import serve_mirror_metrics
 
-        if flow.errors_tolerance == "all" and flow.errors_deadletterqueue_topic_name:
-            ensure_topic(
-                _admin(cfg, flow.target),
-                flow.errors_deadletterqueue_topic_name,
-                f"cluster {flow.target}",
-                flow.replication_factor,
-                config={"cleanup.policy": "delete"},
-            )
+    # only with mm.metrics.port; mm run serves its own
+    metrics = serve_mirror_metrics(cfg, flows, stats) if shared is None else None
+    from mm.source.acl_sync import start_acl_sync
 
-    # The Spark source plans in its own Python process, so topics it refuses (a
-    # target with fewer partitions) never reach the driver: check them here too,
-    # creating the target topics before the queries start.
+    acl_sync = start_acl_sync(cfg, flows, lambda alias: _admin(cfg, alias))  # its own thread
+    # ours again: PySpark installed its own SIGINT handler when Spark started (it
+    # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
+    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
+    try:
+        if not stop.is_set():
+            queries.supervise(stop)
+        _raise_refusal(stats)
+    finally:
+        if acl_sync is not None:
+            acl_sync.close()
+        if metrics is not None:
+            metrics.close()
+        queries.shut_down(stop, shared is not None)
+        # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
+        restore()
+    return stats
+
+
+def _ensure_flow_topics(cfg: MirrorConfig, flow: FlowConfig) -> None:
+    """The flow's internal topics (offset syncs, ends, shard map) and its dead-letter
+    topic, created before any query starts."""
+    ensure_offset_syncs_topic(cfg, flow)
+    ensure_ends_topic(cfg, flow)
+    ensure_shards_topic(cfg, flow)
+    if flow.errors_tolerance == "all" and flow.errors_deadletterqueue_topic_name:
+        ensure_topic(
+            _admin(cfg, flow.target),
+            flow.errors_deadletterqueue_topic_name,
+            f"cluster {flow.target}",
+            flow.replication_factor,
+            config={"cleanup.policy": "delete"},
+        )
+
+
+def _plan_flows(
+    cfg: MirrorConfig, flows: list[FlowConfig], log: Any, once: bool
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Each flow's topics that cannot be mirrored (logged) and its encoded plan.
+
+    The Spark source plans in its own Python process, so topics it refuses (a target
+    with fewer partitions) never reach the driver: they are checked here too, and the
+    target topics created, before the queries start."""
     failed_topics: dict[str, dict[str, str]] = {}
     plans: dict[str, str] = {}
     planners = {flow.name: topic_planner(cfg, flow) for flow in flows}
@@ -388,154 +449,158 @@ def _run_flows(
         failed_topics[flow.name] = dict(planner.failed)
         # the source starts from this refresh rather than repeating it
         plans[flow.name] = mirror_plan(cfg, flow, planner, continuous=not once).encode()
+    return failed_topics, plans
 
-    if shared is None:
-        stats = {f.name: FlowStats(failed_topics=failed_topics[f.name]) for f in flows}
-    else:
-        stats = shared.mirror_stats
-        for f in flows:
-            st = stats.setdefault(f.name, FlowStats())
-            st.failed_topics = failed_topics[f.name]
-            st.refused = None  # a restart under mm run tries again: an ACL may be granted
-    if stop.is_set():  # before Spark starts: nothing to stop
-        (log.info if shared is None else log.debug)("mirror stopped on request")
-        return stats
-    spark = (
-        build_spark("mm-mirror", cfg.spark, cfg.setting("spark.class.archive"))
-        if shared is None
-        else shared.spark
-    )
-    spark.dataSource.register(MirrorDataSource)
-    max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
-    summary_seconds = float(cfg.setting("mirror.log.summary.seconds"))
-    progress = {
-        f.name: ProgressLog(
-            f, stats[f.name], get_logger("mm.mirror", flow=f.name), interval=summary_seconds
-        )
-        for f in flows
-    }
 
-    def start(flow: FlowConfig) -> Any:
-        checkpoint = Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
+class _FlowQueries:
+    """The flows' streaming queries: started, restarted with back-off when one fails
+    (tasks resume from what the target holds), ended on a refusal or a stop."""
+
+    def __init__(
+        self,
+        cfg: MirrorConfig,
+        flows: list[FlowConfig],
+        plans: dict[str, str],
+        stats: dict[str, FlowStats],
+        spark: Any,
+        once: bool,
+        trigger_seconds: float,
+        log: Any,
+    ) -> None:
+        from mm.source.reader import MirrorDataSource
+
+        self.cfg, self.plans, self.stats, self.spark = cfg, plans, stats, spark
+        self.once, self.trigger_seconds, self.log = once, trigger_seconds, log
+        self.flows = {f.name: f for f in flows}
+        spark.dataSource.register(MirrorDataSource)
+        self.max_per_partition = str(cfg.setting("mirror.max.records.per.partition.per.batch"))
+        summary_seconds = float(cfg.setting("mirror.log.summary.seconds"))
+        self.progress = {
+            f.name: ProgressLog(
+                f, stats[f.name], get_logger("mm.mirror", flow=f.name), interval=summary_seconds
+            )
+            for f in flows
+        }
+        self.retry_timeout = float(cfg.setting("mirror.retry.timeout.seconds"))
+        self.active: dict[str, Any] = {}
+        self.failing_since: dict[str, float] = {}
+        self.backoff: dict[str, float] = {}
+        self.progress_at_start: dict[str, int] = {}
+
+    def start(self, flow: FlowConfig) -> Any:
+        from mm.source.reader import OPTION_CORES, OPTION_MAX_PER_PARTITION, OPTION_PLAN
+
+        spark = self.spark
+        checkpoint = Path(self.cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}"
         df = (
             spark.readStream.format("mm_mirror")
-            .option(OPTION_PLAN, plans[flow.name])
-            .option(OPTION_MAX_PER_PARTITION, max_per_partition)
+            .option(OPTION_PLAN, self.plans[flow.name])
+            .option(OPTION_MAX_PER_PARTITION, self.max_per_partition)
+            .option(OPTION_CORES, str(spark.sparkContext.defaultParallelism))
             .load()
         )
+        handler = batch_handler(flow, self.stats[flow.name], self.progress[flow.name])
         writer = (
-            df.writeStream.foreachBatch(batch_handler(flow, stats[flow.name], progress[flow.name]))
+            df.writeStream.foreachBatch(handler)
             .option("checkpointLocation", str(checkpoint))
             .queryName(f"mirror {flow.name}")
         )
         writer = (
             writer.trigger(availableNow=True)
-            if once
-            else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+            if self.once
+            else writer.trigger(processingTime=f"{self.trigger_seconds} seconds")
         )
-        log.info(
+        self.log.info(
             "mirror starting",
             flow=flow.name,
-            once=once,
+            once=self.once,
             checkpoint=str(checkpoint),
             spark_master=spark.sparkContext.master,
         )
         return writer.start()
 
-    retry_timeout = cfg.setting("mirror.retry.timeout.seconds")
-    from mm.metrics import serve_mirror_metrics
+    def supervise(self, stop: threading.Event) -> None:
+        """Start every flow's query and watch them until all ended (``--once``), a
+        refusal or a persistent failure (MirrorError), or ``stop``."""
+        from pyspark.errors import StreamingQueryException
 
-    # only with mm.metrics.port; mm run serves its own
-    metrics = serve_mirror_metrics(cfg, flows, stats) if shared is None else None
-    from mm.source.acl_sync import start_acl_sync
-
-    acl_sync = start_acl_sync(cfg, flows, lambda alias: _admin(cfg, alias))  # its own thread
-    # ours again: PySpark installed its own SIGINT handler when Spark started (it
-    # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
-    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
-    active = {} if stop.is_set() else {f.name: start(f) for f in flows}
-    by_name = {f.name: f for f in flows}
-    failing_since: dict[str, float] = {}
-    progress_at_start = {name: 0 for name in active}
-    backoff: dict[str, float] = {}
-    try:
-        while active and not stop.is_set():
-            _raise_refusal(stats)
-            for name, q in list(active.items()):
-                if q.isActive:
-                    continue
-                st = stats[name]
-                st.durations += [dict(p.get("durationMs", {})) for p in q.recentProgress]
-                exc = q.exception()
-                if exc is None:
-                    del active[name]  # --once: everything available was mirrored
-                    continue
-                # Restarting is safe: tasks resume from what the target holds. Back
-                # off so an unreachable cluster is not hammered; give up after a while.
-                now = time.monotonic()
-                if st.batches > progress_at_start[name]:
-                    failing_since.pop(name, None)
-                    backoff.pop(name, None)
-                since = failing_since.setdefault(name, now)
-                cause = worker_error_line(exc)
-                refusal = refusal_message(name, cause)
-                if refusal is not None:  # no retry can help before an operator acts
-                    raise MirrorError(refusal)
-                if now - since >= retry_timeout:
-                    raise MirrorError(
-                        f"flow {name} kept failing for {now - since:.0f}s "
-                        f"(mm.mirror.retry.timeout.seconds={retry_timeout:.0f}): {cause}"
-                    )
-                delay = backoff[name] = min(60.0, backoff.get(name, 0.5) * 2)
-                log.error(
-                    "mirror query failed; restarting",
-                    flow=name,
-                    error=cause,
-                    retry_in_seconds=delay,
-                )
-                if stop.wait(delay):
-                    break
-                progress_at_start[name] = st.batches
-                st.restarts += 1
-                active[name] = start(by_name[name])
-            for name in active:
-                progress[name].tick()  # an idle flow runs no batches: summarise anyway
-            if active and not stop.is_set():
+        self.active = {name: self.start(f) for name, f in self.flows.items()}
+        self.progress_at_start = dict.fromkeys(self.active, 0)
+        while self.active and not stop.is_set():
+            _raise_refusal(self.stats)
+            for name, q in list(self.active.items()):
+                if not q.isActive and not self._ended(name, q, stop):
+                    return
+            for name in self.active:
+                self.progress[name].tick()  # an idle flow runs no batches: summarise anyway
+            if self.active and not stop.is_set():
                 # wakes as soon as a query ends (not on a fixed poll); the short
                 # timeout keeps signals and restarts responsive
                 try:
-                    spark.streams.awaitAnyTermination(0.1)  # type: ignore[arg-type]  # seconds; floats accepted
+                    self.spark.streams.awaitAnyTermination(0.1)  # seconds; floats accepted
                 except StreamingQueryException:
                     pass  # handled above on the next pass, from q.exception()
-                spark.streams.resetTerminated()
-        _raise_refusal(stats)
-    finally:
-        if acl_sync is not None:
-            acl_sync.close()
-        if metrics is not None:
-            metrics.close()
+                self.spark.streams.resetTerminated()
+
+    def _ended(self, name: str, q: Any, stop: threading.Event) -> bool:
+        """Handle flow ``name``'s ended query: done (``--once``), or restarted after
+        its back-off. False when ``stop`` came during the back-off."""
+        st = self.stats[name]
+        st.durations += [dict(p.get("durationMs", {})) for p in q.recentProgress]
+        exc = q.exception()
+        if exc is None:
+            del self.active[name]  # --once: everything available was mirrored
+            return True
+        # Restarting is safe: tasks resume from what the target holds. Back off so an
+        # unreachable cluster is not hammered; give up after a while.
+        now = time.monotonic()
+        if st.batches > self.progress_at_start[name]:
+            self.failing_since.pop(name, None)
+            self.backoff.pop(name, None)
+        since = self.failing_since.setdefault(name, now)
+        cause = worker_error_line(exc)
+        refusal = refusal_message(name, cause)
+        if refusal is not None:  # no retry can help before an operator acts
+            raise MirrorError(refusal)
+        if now - since >= self.retry_timeout:
+            raise MirrorError(
+                f"flow {name} kept failing for {now - since:.0f}s "
+                f"(mm.mirror.retry.timeout.seconds={self.retry_timeout:.0f}): {cause}"
+            )
+        delay = self.backoff[name] = min(60.0, self.backoff.get(name, 0.5) * 2)
+        self.log.error(
+            "mirror query failed; restarting", flow=name, error=cause, retry_in_seconds=delay
+        )
+        if stop.wait(delay):
+            return False
+        self.progress_at_start[name] = st.batches
+        st.restarts += 1
+        self.active[name] = self.start(self.flows[name])
+        return True
+
+    def shut_down(self, stop: threading.Event, shared: bool) -> None:
+        """Stop the queries still running (and, on a run of its own that was refused
+        or asked to stop, the Spark session)."""
+        spark, log = self.spark, self.log
         # a refusal ends a run of its own as quietly as a stop request (under mm run
         # the session is shared: the other jobs' logs stay on)
-        quiet = stop.is_set() or (shared is None and _refused(stats))
+        quiet = stop.is_set() or (not shared and _refused(self.stats))
         if quiet:
-            # Stopping a query interrupts its micro-batch: Spark and py4j would log
-            # the InterruptedException and the callback's broken connection (about
-            # a thousand lines of Java stack). Nothing is lost by the interruption:
-            # the next run resumes from what the target holds.
+            # Stopping a query interrupts its micro-batch: Spark and py4j would log the
+            # InterruptedException and the callback's broken connection (about a
+            # thousand lines of Java stack). Nothing is lost by the interruption: the
+            # next run resumes from what the target holds.
             quiet_spark_shutdown(spark)
-        for q in active.values():
+        for q in self.active.values():
             if q.isActive:
                 q.stop()
         if quiet and not stop.is_set():
             _stop_session(spark, log)  # the refusal is the run's last line
         if stop.is_set():
-            if shared is None:
+            if not shared:
                 _stop_session(spark, log)
             # under mm run, the run's own line is the one the operator reads
-            (log.info if shared is None else log.debug)("mirror stopped on request")
-        # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
-        restore()
-    return stats
+            (log.info if not shared else log.debug)("mirror stopped on request")
 
 
 def _refused(stats: dict[str, FlowStats]) -> bool:

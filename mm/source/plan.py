@@ -50,9 +50,8 @@ class MirrorPlan:
     # counting across runs in this file ("" = in memory only)
     position_refresh_seconds: float = 86_400.0
     position_refresh_file: str = ""
-    # planned records per Spark task (mm.source.shards)
-    records_per_task: int = 100_000
-    ranges_per_task: int = 256
+    # the flow's shard count (mm.source.shard_map); 0 = auto
+    shards: int = 0
 
     def fresh_topics(self, now: float) -> bool:
         """Whether the driver's refresh is recent enough to stand for the source's."""

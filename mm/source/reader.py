@@ -2,12 +2,13 @@
 
 Spark plans, the workers mirror: an offset is a flat dict
 ``{"<topic>:<partition>": <end offset>}``; each micro-batch plans one range per
-source topic-partition with new data, grouped into input partitions by planned
-records (:mod:`mm.source.shards`: a small batch is one Spark task, a backlog
-spreads over the cores). ``read`` mirrors its ranges straight from the source
-to the target inside the Python worker, several at once
-(:mod:`mm.source.task`, with the worker's pooled clients), yielding one
-summary row per range. Record payloads never enter the JVM.
+source topic-partition with new data, grouped into shards by the flow's shard
+map (the map is settled before the batch, :mod:`mm.source.shard_store`) and the
+shards into at most one Spark task per core (:mod:`mm.source.shards`). ``read``
+mirrors each of its shards' ranges straight from the source to the target inside
+the Python worker through the shard's one transactional producer, the shards side
+by side (:mod:`mm.source.shard_run`, with the worker's pooled clients), yielding
+one summary row per range. Record payloads never enter the JVM.
 
 The reader is built from the flow's :class:`~mm.source.plan.MirrorPlan`, passed
 as the option ``mm.secret.plan`` (Spark redacts option names containing
@@ -17,6 +18,7 @@ executors and uses only the plan's picklable :class:`FlowRuntime`.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -37,6 +39,8 @@ from mm.source.spec import MIRROR_RESULT_SCHEMA, FlowRuntime, RangeSpec
 
 OPTION_PLAN = "mm.secret.plan"
 OPTION_MAX_PER_PARTITION = "max.records.per.partition"
+# the cores Spark runs tasks on (the default shard count's formula, mm.source.shard_map)
+OPTION_CORES = "cores"
 
 
 def _key(topic: str, partition: int) -> str:
@@ -78,6 +82,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._refresher: Any = None  # mm.source.ends.EndsRefresher, once needed
         self._positions_read_at: float | None = None  # mm.source.moved
         self._target_admin: Any = None
+        self._cores = int(options.get(OPTION_CORES, "0")) or (os.cpu_count() or 1)
+        self._shard_map: Any = None  # mm.source.shard_map.ShardMap, once settled
+        self._shard_store: Any = None
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -308,7 +315,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._target_admin
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        from mm.source.shards import plan_shards
+        from mm.source.shards import plan_shards, plan_tasks
 
         specs: list[RangeSpec] = []
         refresh = {
@@ -343,7 +350,44 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             clock = self._refresh_clock()
             clock.planned(planned, time.time())
             clock.save()
-        return plan_shards(specs, self._plan.records_per_task, self._plan.ranges_per_task)
+        if not specs:
+            return []
+        shard_map = self._settled_map({(s.target_topic, s.partition) for s in specs})
+        shards = plan_shards(specs, shard_map, self.runtime.transactional_id_prefix)
+        return plan_tasks(shards, self._cores)
+
+    def _settled_map(self, keys: set[tuple[str, int]]) -> Any:
+        """The shard map every range of the batch is written under: the one this
+        reader settled, or (first batch, or partitions it does not hold) a new round
+        (:func:`mm.source.shard_store.settle`) over every target partition known, so
+        that an upgrade from per-partition ids fences the ids of idle partitions too."""
+        if self._shard_map is not None and keys <= self._shard_map.assignment.keys():
+            return self._shard_map
+        from mm.logs import get_logger
+        from mm.source.shard_store import fence, settle, store_for
+
+        rt = self.runtime
+        if self._shard_store is None:
+            self._shard_store = store_for(rt)
+        known = {(mt.target_topic, p) for mt in self._topics.values() for p in range(mt.partitions)}
+        conf = {k: v for k, v in rt.target_producer.items() if k != "transactional.id"}
+        step = settle(
+            self._shard_store,
+            known | keys,
+            self._plan.shards,
+            lambda ids: fence(ids, conf, cluster=f"cluster {rt.target}"),
+            cores=self._cores,
+        )
+        if step.changed:
+            get_logger("mm.mirror.planner", flow=f"{rt.source}->{rt.target}").info(
+                "shard map recorded",
+                generation=step.map.generation,
+                shards=step.map.shards,
+                partitions=len(step.map.assignment),
+                fenced=len(step.fence),
+            )
+        self._shard_map = step.map
+        return step.map
 
     def _log_start(self, topic: str, partition: int, key: str) -> int:
         if key not in self._log_starts:
@@ -362,16 +406,34 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- mirroring (executor) ----------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from mm.logs import configure_logging
-        from mm.source.shards import MirrorShard
+        """The task's shards mirrored side by side, one thread each (each through its
+        own producer and consumer); one row per range. A shard that failed fails the
+        task (Spark runs it again: every shard resumes from its committed positions),
+        once the others have ended."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        assert isinstance(partition, MirrorShard)
+        from mm.logs import configure_logging
+        from mm.source.shards import MirrorTask
+
+        assert isinstance(partition, MirrorTask)
         configure_logging()
         started = time.monotonic()
-        ranges = partition.ranges
-        threads = max(1, min(self.runtime.task_threads, len(ranges)))
+        shards = partition.shards
+        if len(shards) == 1:
+            outcomes = [self._shard_rows(shards[0], started)]
+        else:
+            with ThreadPoolExecutor(len(shards), thread_name_prefix="mm-shard") as pool:
+                futures = [pool.submit(self._shard_rows, s, started) for s in shards]
+                outcomes = [f.result() for f in futures]
+        for rows in outcomes:
+            yield from rows
+
+    def _shard_rows(self, shard: Any, started: float) -> list[tuple[Any, ...]]:
+        """The result rows of ``shard``'s ranges; a refusal is each range's row (no
+        retry helps: the driver ends the flow in one line, not Spark's and py4j's
+        traces); anything else raises."""
         try:
-            results = self._mirror_shard(ranges, threads, started)
+            results = self._mirror_shard(shard, started)
         except Exception as exc:
             from mm_client.kafka import cause_code, is_refusal
 
@@ -379,117 +441,74 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             if not is_refusal(cause_code(exc)):
                 raise
-            # a refusal goes back as a row, not a failed task: no retry helps, and the
-            # driver ends the flow in one line instead of Spark's and py4j's traces
-            for spec in ranges:
+            rows = []
+            for spec in shard.ranges:
                 r = RangeResult(spec.topic, spec.partition, spec.target_topic, spec.start, spec.end)
                 r.error, r.refused = str(exc), True
-                yield r.row()
-            return
-        for r in results.values():
-            yield r.row()
+                rows.append(r.row())
+            return rows
+        return [r.row() for r in results.values()]
 
-    def _mirror_shard(
-        self, ranges: Sequence[RangeSpec], threads: int, started: float
-    ) -> dict[tuple[str, int], Any]:
-        from concurrent.futures import ThreadPoolExecutor
+    def _mirror_shard(self, shard: Any, started: float) -> dict[tuple[str, int], Any]:
+        results = self._run_shard(shard, shard.ranges)
+        if self.runtime.task_continue_seconds > 0:
+            from mm.source.sweep import keep_mirroring
 
-        with ThreadPoolExecutor(threads, thread_name_prefix="mm-mirror") as pool:
-            results = {(r.topic, r.partition): r for r in self._mirror_all(pool, ranges)}
-            if self.runtime.task_continue_seconds > 0:
-                from mm.logs import get_logger
-                from mm.source.sweep import keep_mirroring
-
-                log = get_logger("mm.mirror.task")
-
-                def sweep(specs: list[RangeSpec]) -> list[Any]:
-                    t0 = time.monotonic()
-                    out = self._mirror_all(pool, specs)
-                    log.debug(
-                        "sweep mirrored",
-                        ranges=len(specs),
-                        records=sum(r.records for r in out),
-                        seconds=round(time.monotonic() - t0, 3),
-                    )
-                    return out
-
-                keep_mirroring(
-                    ranges,
-                    results,
-                    started + self.runtime.task_continue_seconds,
-                    self._sweep_ends,
-                    sweep,
-                    max_per_partition=self._max_per_partition,
-                )
+            keep_mirroring(
+                shard.ranges,
+                results,
+                started + self.runtime.task_continue_seconds,
+                self._sweep_ends,
+                lambda specs: list(self._run_shard(shard, specs).values()),
+                max_per_partition=self._max_per_partition,
+            )
         return results
 
-    def _mirror_all(self, pool: Any, ranges: Sequence[RangeSpec]) -> list[Any]:
-        """Mirror ``ranges`` concurrently, then acknowledge their offset syncs together;
-        raises the first failure once every range has run to its end (each commits on
-        its own)."""
-        from mm.source.task import flush_syncs, reused_producer_states, worker_pool
+    def _run_shard(self, shard: Any, ranges: Sequence[RangeSpec]) -> dict[tuple[str, int], Any]:
+        """Mirror ``ranges`` of ``shard`` through its producer (mm.source.shard_run)."""
+        from mm_client.kafka.pool import ClientPool
 
-        states: dict[tuple[str, int], Any] = {}
-        if self.runtime.pool_max_clients > 0 and len(ranges) > 1:
-            # one OffsetFetch for the ranges whose producer is reused (no own read then)
-            states = reused_producer_states(self.runtime, list(ranges), worker_pool(self.runtime))
-        # the ranges' last offset syncs, acknowledged together when all are done
-        pending: list[Any] = []
-        futures = [
-            pool.submit(
-                self._mirror_one, spec, pending, states.get((spec.target_topic, spec.partition))
-            )
-            for spec in ranges
-        ]
-        errors = [f.exception() for f in futures]
-        flush_syncs(pending)
-        failed = next((e for e in errors if e is not None), None)
-        if failed is not None:
-            raise failed
-        return [f.result() for f in futures]
+        from mm.logs import get_logger
+        from mm.source.shard_run import ShardRun
+        from mm.source.shard_store import store_for
+        from mm.source.task import worker_pool
+
+        rt = self.runtime
+        log = get_logger("mm.mirror.task", flow=f"{rt.source}->{rt.target}", shard=shard.shard)
+        started = time.monotonic()
+
+        def still_newest() -> bool:
+            newest = store_for(rt).read()
+            return newest is not None and newest.map.generation == shard.generation
+
+        # 0 = every task builds and closes its own clients (mm.mirror.pool.max.clients)
+        pooled = rt.pool_max_clients > 0
+        pool = worker_pool(rt) if pooled else ClientPool()
+        run = ShardRun(
+            rt,
+            shard.transactional_id,
+            ranges,
+            pool=pool,
+            log=log.warning,
+            stop_log=log.error,
+            still_newest=still_newest,
+        )
+        try:
+            results = run.run()
+        finally:
+            if not pooled:
+                pool.clear()
+        log.debug(
+            "shard mirrored",
+            ranges=len(ranges),
+            records=sum(r.records for r in results.values()),
+            seconds=round(time.monotonic() - started, 3),
+            **run.timings,
+        )
+        return results
 
     def _sweep_ends(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Source ends (read_committed) of ``keys``, with this worker's probe clients."""
         from mm.source.task import source_ends
 
         return source_ends(self.runtime, keys)
-
-    def _mirror_one(self, spec: RangeSpec, pending: list[Any], state_hint: Any = None) -> Any:
-        from mm.logs import get_logger
-        from mm.source.task import PartitionStoppedError, RangeResult, mirror_range, worker_pool
-
-        log = get_logger(
-            "mm.mirror.task",
-            flow=f"{self.runtime.source}->{self.runtime.target}",
-            topic=spec.topic,
-            partition=spec.partition,
-        )
-        started = time.monotonic()
-        log.debug("range started", start=spec.start, end=spec.end)
-        try:
-            result = mirror_range(
-                self.runtime,
-                spec,
-                log=log.warning,
-                # 0 = every range builds and closes its own clients
-                # (mm.mirror.pool.max.clients, see FlowRuntime.pool_max_clients)
-                pool=worker_pool(self.runtime) if self.runtime.pool_max_clients > 0 else None,
-                pending_syncs=pending,
-                state_hint=state_hint,
-            )
-            log.debug(
-                "range mirrored",
-                resumed_from=result.resumed_from,
-                position=result.position,
-                records=result.records,
-                transactions=result.transactions,
-                seconds=round(time.monotonic() - started, 3),
-            )
-        except PartitionStoppedError as exc:
-            # stops this partition only; the driver reports it every batch until fixed
-            log.error("partition stopped", error=str(exc))
-            result = exc.result or RangeResult(
-                spec.topic, spec.partition, spec.target_topic, spec.start, spec.end
-            )
-            result.error = str(exc)
-        return result

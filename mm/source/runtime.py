@@ -45,7 +45,6 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         errors_tolerance=flow.errors_tolerance,
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
         max_records_per_txn=cfg.setting("mirror.max.records.per.transaction"),
-        task_threads=cfg.setting("mirror.task.threads"),
         pool_max_clients=cfg.setting("mirror.pool.max.clients"),
         source_admin=dict(source.librdkafka("admin")),
         source_profile=source.profile,
@@ -100,8 +99,7 @@ def mirror_plan(
         failed=dict(planner.failed) if planner is not None else {},
         refreshed_at=time.time(),
         position_refresh_seconds=cfg.setting("mirror.position.refresh.interval.seconds"),
-        records_per_task=cfg.setting("mirror.task.records"),
-        ranges_per_task=cfg.setting("mirror.task.max.partitions"),
+        shards=cfg.setting("mirror.shards"),
         position_refresh_file=str(
             Path(cfg.state_dir) / "mirror" / f"{flow.source}-{flow.target}.refreshed.json"
         ),

@@ -12,7 +12,7 @@ ranges of one shard's partitions:
    (:class:`ShardMapChangedError`) rather than write under a map nobody follows.
    A pooled producer is reused without fencing while it stays valid; one that
    turns out fenced (or whose partitions' positions moved under it) is dropped and
-   the run starts over with a new one, as :func:`mm.source.task.mirror_range` does.
+   the run starts over with a new one.
 2. **Read the truth.** The committed position of every partition of the shard (the
    flow's state group on the target) is read in one request *after* fencing, and
    each range is prepared from it (:func:`mm.source.task.prepare_range`).
@@ -39,9 +39,12 @@ the others copy again from their committed positions.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
@@ -61,6 +64,7 @@ from mm.source.task import (
     FENCED_CODES,
     PartitionStoppedError,
     RangeResult,
+    RecordTooLargeError,
     _check_loss,
     _consumer_conf,
     _dead_letter,
@@ -74,7 +78,6 @@ from mm.source.task import (
     _raise_floor,
     _SourceReader,
     _SourceSyncWriter,
-    _TxnWriter,
     prepare_range,
     read_states,
     sync_headers,
@@ -83,24 +86,42 @@ from mm.source.task import (
 
 Key = tuple[str, int]
 _CONSUME_BATCH = 5000
+#: ranges prepared at once (each may probe both clusters: a new partition, a recovery)
+PREPARE_THREADS = 8
 
 
 class ShardMapChangedError(MirrorError):
     """The shard map this run was planned with is no longer the newest recorded."""
 
 
-class _ShardWriter(_TxnWriter):
+def shard_producer_conf(rt: FlowRuntime, transactional_id: str) -> dict[str, Any]:
+    """The shard's transactional producer: the target's settings (the user's win where
+    they set them) with the id and a bulk copy's batching."""
+    return transactional_producer_conf(_quick(rt.target_producer), transactional_id)
+
+
+class _ShardWriter:
     """A pooled shard producer and, per target partition, what it committed last."""
 
-    __slots__ = ("states",)
+    __slots__ = ("producer", "states")
 
     def __init__(self, producer: Any) -> None:
-        super().__init__(producer)
+        self.producer = producer
+        # (next source offset, metadata) as committed by this producer; None = unknown
         self.states: dict[Key, tuple[int, str | None] | None] = {}
 
     @staticmethod
     def shard_factory(clients: MirrorClients) -> Callable[[dict[str, Any]], _ShardWriter]:
         return lambda conf: _ShardWriter(clients.producer(conf))
+
+    def close(self) -> None:
+        close = getattr(self.producer, "close", None)
+        if close is not None:
+            with warnings.catch_warnings():
+                # a producer is dropped because it failed (often: fenced); that
+                # aborting its transaction fails too is expected, not news
+                warnings.simplefilter("ignore", RuntimeWarning)
+                close()
 
 
 class _Cursor:
@@ -143,7 +164,8 @@ class _Cursor:
     ) -> None:
         self.spec, self.result, self.syncs = spec, result, syncs
         self.key = (spec.topic, spec.partition)
-        # next source offset not yet accounted for (see mm.source.task._mirror_loop)
+        # next source offset not yet accounted for: past the last mirrored record, or
+        # past a gap the fetch proved (EOF, or a record at/after the range end)
         self.expected = start
         # the position committed for the partition; -1: none, so whatever the range
         # ends at is committed (even a stop at its first record)
@@ -222,6 +244,7 @@ class ShardRun:
         pool: ClientPool,
         clients: MirrorClients = DEFAULT_CLIENTS,
         log: Callable[..., None] | None = None,
+        stop_log: Callable[..., None] | None = None,
         still_newest: Callable[[], bool] | None = None,
     ) -> None:
         keys = [(s.target_topic, s.partition) for s in specs]
@@ -229,6 +252,8 @@ class ShardRun:
             raise ValueError(f"a shard's ranges must be of distinct target partitions: {keys}")
         self.rt, self.transactional_id, self.specs = rt, transactional_id, list(specs)
         self.pool, self.clients, self.log, self.still_newest = pool, clients, log, still_newest
+        # a partition's stop is an error to the operator (it stays until fixed)
+        self.stop_log = stop_log or log
         self.results = {
             (s.topic, s.partition): RangeResult(
                 s.topic, s.partition, s.target_topic, s.start, s.end
@@ -236,13 +261,18 @@ class ShardRun:
             for s in specs
         }
         self._source_key = {(s.target_topic, s.partition): (s.topic, s.partition) for s in specs}
+        # seconds per step of the run (fence, prepare, copy, syncs): the task logs them
+        self.timings: dict[str, float] = {}
+        self._lap_at = time.monotonic()
+        # the ranges that stopped (their results' ``error``), by (topic, partition)
+        self.stops: dict[Key, PartitionStoppedError] = {}
         # (target topic, partition) -> (committed position, metadata) its range began from
         self._found: dict[Key, tuple[int, str | None]] = {}
 
     def run(self) -> dict[Key, RangeResult]:
         """Mirror every range; a range that stopped has its result's ``error`` set.
         Raises on what stops the whole shard (Spark retries the task)."""
-        conf = transactional_producer_conf(_quick(self.rt.target_producer), self.transactional_id)
+        conf = shard_producer_conf(self.rt, self.transactional_id)
         factory = _ShardWriter.shard_factory(self.clients)
         reused = False
         try:
@@ -263,12 +293,32 @@ class ShardRun:
             self._run(lease.client, True)
             return self.results
 
+    def range_log(self, spec: RangeSpec) -> Callable[..., None] | None:
+        """``log`` with the range's source partition in every event (as the task's
+        per-range events always carried)."""
+        log = self.log
+        if log is None:
+            return None
+
+        def event(text: str, **kw: Any) -> None:
+            kw.setdefault("topic", spec.topic)
+            kw.setdefault("partition", spec.partition)
+            log(text, **kw)
+
+        return event
+
     def _note(self, event: str, **kw: Any) -> None:
         if self.log is not None:
             self.log(event, transactional_id=self.transactional_id, **kw)
 
+    def _lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.timings[step] = round(self.timings.get(step, 0.0) + now - self._lap_at, 3)
+        self._lap_at = now
+
     def _run(self, writer: _ShardWriter, fresh: bool) -> None:
         rt = self.rt
+        self._lap_at = time.monotonic()
         if fresh:
             try:
                 Transaction(writer.producer).init(self.specs[0].target_topic, 60)
@@ -283,11 +333,14 @@ class ShardRun:
                     "planned with a shard map that is no longer the newest recorded; the "
                     "next batch plans with the new one"
                 )
+            self._lap("fence")
         syncs: list[_SourceSyncWriter] = []
         try:
             cursors = self._prepare(writer, syncs)
+            self._lap("prepare")
             while cursors:
                 cursors = self._copy(writer, cursors)
+            self._lap("copy")
         finally:
             floors = _floors(self.pool)
             for s in self.specs:
@@ -298,55 +351,75 @@ class ShardRun:
             # also when the run failed: what it committed gets its syncs
             for w in syncs:
                 w.flush()
+            self._lap("syncs")
         for tkey, (committed, metadata) in self._found.items():
             r = self.results[self._source_key[tkey]]
             if r.error is None:
                 writer.states[tkey] = _known_state(committed, metadata, r)
 
     def _prepare(self, writer: _ShardWriter, syncs: list[_SourceSyncWriter]) -> list[_Cursor]:
-        """Every range prepared from its committed state (read after the fence); the
-        cursors of those with records to copy."""
+        """Every range prepared from its committed state (read after the fence), several
+        at once (their probes wait on the network); the positions they record committed
+        in one transaction before anything is copied. The cursors of the ranges with
+        records to copy, in the ranges' order."""
         rt = self.rt
         states = read_states(rt, self.specs, clients=self.clients, pool=self.pool)
-        cursors = []
         self._found.clear()
-        for spec in self.specs:
+        positions: list[TopicPartition] = []
+        lock = threading.Lock()
+
+        def commit(spec: RangeSpec, position: int, metadata: str) -> None:
+            with lock:
+                positions.append(
+                    TopicPartition(spec.target_topic, spec.partition, position, metadata=metadata)
+                )
+
+        def one(spec: RangeSpec) -> _Cursor | None:
             tkey = (spec.target_topic, spec.partition)
             result = self.results[(spec.topic, spec.partition)]
-            key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
             w = None
             if not rt.offset_syncs_on_target:
+                key = (rt.transactional_id_prefix, spec.target_topic, spec.partition)
                 w = _SourceSyncWriter(rt, spec, key, self.clients)
-                syncs.append(w)
+                with lock:
+                    syncs.append(w)
             cached = writer.states.pop(tkey, None)  # unknown until this range ends well
             try:
                 start, committed, metadata = prepare_range(
-                    rt,
-                    spec,
-                    writer.producer,
-                    states[tkey],
-                    cached,
-                    result,
-                    w,
-                    self.clients,
-                    self.pool,
-                    self.log,
-                )
+                    rt, spec, commit, states[tkey], cached, result, w, self.clients,
+                    self.pool, self.range_log(spec),
+                )  # fmt: skip
             except PartitionStoppedError as exc:
-                self._stopped(result, str(exc))
-                continue
+                self._stopped(result, exc)
+                return None
             self._found[tkey] = (committed, metadata)
             if start >= spec.end:
-                continue
+                return None
             floor = start if committed >= 0 or start != spec.start else -1
-            cursors.append(_Cursor(spec, result, w, start, floor))
-        return cursors
+            return _Cursor(spec, result, w, start, floor)
 
-    def _stopped(self, result: RangeResult, error: str) -> None:
-        result.error = error
-        if self.log is not None:
-            self.log(
-                "partition stopped", topic=result.topic, partition=result.partition, error=error
+        workers = max(1, min(PREPARE_THREADS, len(self.specs)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="mm-prepare") as pool:
+            prepared = list(pool.map(one, self.specs))
+        if positions:
+            try:
+                Transaction(writer.producer).commit_positions(
+                    positions, _group_metadata(rt, self.clients, self.pool), 60
+                )
+            except KafkaException as exc:
+                where = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in positions[:3])
+                raise wrap(exc, f"commit positions of {where} on cluster {rt.target}") from exc
+        return [c for c in prepared if c is not None]
+
+    def _stopped(self, result: RangeResult, stop: PartitionStoppedError) -> None:
+        result.error = str(stop)
+        self.stops[(result.topic, result.partition)] = stop
+        if self.stop_log is not None:
+            self.stop_log(
+                "partition stopped",
+                topic=result.topic,
+                partition=result.partition,
+                error=result.error,
             )
 
     def _copy(self, writer: _ShardWriter, cursors: list[_Cursor]) -> list[_Cursor]:
@@ -363,7 +436,7 @@ class ShardRun:
                 copy.run()
             except _PastEnd as exc:
                 Transaction(writer.producer).abort(30)
-                self._stopped(exc.cursor.result, str(exc))
+                self._stopped(exc.cursor.result, PartitionStoppedError(str(exc), exc.cursor.result))
                 again = []
                 for c in cursors:
                     if c is exc.cursor:
@@ -372,11 +445,11 @@ class ShardRun:
                         c.rewind()
                         again.append(c)
                     elif c.stop_error is not None:
-                        self._stopped(c.result, c.stop_error)
+                        self._stopped(c.result, RecordTooLargeError(c.stop_error, c.result))
                 return again
         for c in cursors:
             if c.stop_error is not None:
-                self._stopped(c.result, c.stop_error)
+                self._stopped(c.result, RecordTooLargeError(c.stop_error, c.result))
         return []
 
 
@@ -523,7 +596,9 @@ class _Copy:
         if off < c.expected:
             # the consumer reset to the log start: the position is past the log end
             # (the topic recreated or truncated since the planner looked)
-            raise _PastEnd(c, _past_end(self.rt, spec, self.consumer, c.expected, self.run_.log))
+            raise _PastEnd(
+                c, _past_end(self.rt, spec, self.consumer, c.expected, self.run_.range_log(spec))
+            )
         if c.first_event:
             c.first_event = False
             if off > c.expected:
@@ -669,15 +744,19 @@ class _Copy:
     def _delivered(self, cursors: list[_Cursor]) -> None:
         txn = self.txn
         remaining = txn.delivered(120)
-        first = next((c.delivery.error for c in cursors if c.delivery.error is not None), None)
-        error = txn.cause(first)  # set by the reports delivered() served
+        failed = next((c for c in cursors if c.delivery.error is not None), None)
+        error = txn.cause(None if failed is None else failed.delivery.error)
         lost_first = [c for c in cursors if c.tracker.count and c.delivery.first < 0]
         if remaining or error is not None or lost_first:
             txn.abort(30)
             code = error.name() if error else "_TIMED_OUT"
+            # named by a partition it was writing (the first that failed, if known)
+            where = failed or next((c for c in cursors if c.in_txn), cursors[0])
             raise KafkaOperationError(
-                f"produce for shard {self.run_.transactional_id} on cluster {self.rt.target} "
-                f"failed: {error.str() if error else f'{remaining} records unacknowledged'}",
+                f"produce to {where.spec.target_topic}[{where.spec.partition}] on cluster "
+                f"{self.rt.target} failed: "
+                f"{error.str() if error else f'{remaining} records unacknowledged'} "
+                f"(shard {self.run_.transactional_id})",
                 code=code,
                 retriable=not is_refusal(code),
             )

@@ -25,10 +25,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mm.errors import MirrorError
-from mm.source.shard_map import ShardMap, Transition, parse_shard_map, transition
+from mm.kafka.errors import wrap
+from mm.source.shard_map import (
+    ShardMap,
+    Transition,
+    default_shard_count,
+    parse_shard_map,
+    transition,
+)
+from mm.source.spec import FlowRuntime
 
 SHARDS_TOPIC = "mm-mirror-shards.{source}.internal"
 SHARDS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -64,8 +72,15 @@ class ShardMapStore:
         producer_conf: Mapping[str, Any],
         consumer_conf: Mapping[str, Any],
         timeout: float = 60.0,
+        reader_group: str | None = None,
+        cluster: str = "the target",
     ) -> None:
         self.flow, self.topic, self.prefix = flow, shards_topic(source), prefix
+        # the map is read with assign() only, but librdkafka still looks up the named
+        # group's coordinator, which Apache Kafka authorizes (DESCRIBE on the group)
+        self.reader_group = reader_group or f"mm-shard-map-reader.{flow}"
+        # named in errors ("cluster B"): a refusal's line says where to grant the right
+        self.cluster = cluster
         self._producer_conf = dict(producer_conf)
         self._consumer_conf = dict(consumer_conf)
         self.timeout = timeout
@@ -84,9 +99,10 @@ class ShardMapStore:
         try:
             writer.init_transactions(self.timeout)
         except KafkaException as exc:
-            raise MirrorError(
-                f"could not take the shard map writer {map_writer_id(self.prefix)} on"
-                f" {self.topic}: {exc.args[0] if exc.args else exc}"
+            raise wrap(
+                exc,
+                f"init transactions of the shard map writer {map_writer_id(self.prefix)} "
+                f"(topic {self.topic}) on {self.cluster}",
             ) from None
         self._writer = writer
 
@@ -95,10 +111,11 @@ class ShardMapStore:
         consumer = Consumer(
             {
                 **self._consumer_conf,
-                "group.id": f"mm-shard-map-reader.{self.flow}",
+                "group.id": self.reader_group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
             }
         )
         try:
@@ -109,32 +126,33 @@ class ShardMapStore:
             if high <= low:
                 return None
             consumer.assign([TopicPartition(self.topic, 0, low)])
-            position = low
             deadline = time.monotonic() + self.timeout
-            while position < high:
+            # to the end of what read_committed may read (the EOF event: records and a
+            # transaction's marker can end below the high mark, and a consume() that
+            # waits for more would wait out its whole timeout)
+            at_end = False
+            while not at_end:
                 if time.monotonic() > deadline:
                     raise MirrorError(
-                        f"reading the shard map from {self.topic}: at offset {position} of"
-                        f" {high} after {self.timeout:g}s"
+                        f"reading the shard map from {self.topic} on {self.cluster}: not at"
+                        f" its end (offset {high}) after {self.timeout:g}s"
                     )
-                msgs = consumer.consume(500, 1.0)
-                if not msgs:
-                    # a transaction marker ends the readable part below the high mark
-                    position = consumer.position([TopicPartition(self.topic, 0)])[0].offset
-                    if position < 0 or position >= high:
-                        break
-                    continue
-                for msg in msgs:
-                    offset, value = msg.offset(), msg.value()
-                    if msg.error() is not None or offset is None:
-                        raise MirrorError(f"reading {self.topic}: {msg.error()}")
-                    position = offset + 1
+                for msg in consumer.consume(500, 0.5):
+                    err, offset, value = msg.error(), msg.offset(), msg.value()
+                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                        at_end = True
+                        continue
+                    if err is not None or offset is None:
+                        where = f"read the shard map from topic {self.topic} on {self.cluster}"
+                        raise wrap(KafkaException(err), where)
                     if msg.key() == self.flow.encode() and value is not None:
                         where = f"{self.topic} offset {offset}"
                         newest = RecordedMap(parse_shard_map(value.decode(), where), offset)
             return newest
         except KafkaException as exc:
-            raise MirrorError(f"reading the shard map from {self.topic}: {exc}") from None
+            raise wrap(
+                exc, f"read the shard map from topic {self.topic} on {self.cluster}"
+            ) from None
         finally:
             consumer.close()
 
@@ -150,8 +168,8 @@ class ShardMapStore:
             writer.commit_transaction(self.timeout)
         except KafkaException as exc:
             # fenced: another driver claimed the writer since; its round decides
-            raise MirrorError(
-                f"the shard map of {self.flow} was not recorded on {self.topic}: {exc}"
+            raise wrap(
+                exc, f"record the shard map of {self.flow} in topic {self.topic} on {self.cluster}"
             ) from None
 
     def is_newest(self, shard_map: ShardMap) -> bool:
@@ -165,24 +183,41 @@ class ShardMapStore:
             self._writer = None
 
 
+def store_for(rt: FlowRuntime, timeout: float = 60.0) -> ShardMapStore:
+    """The store of ``rt``'s flow, with the flow's target client settings."""
+    producer = {k: v for k, v in rt.target_producer.items() if k != "transactional.id"}
+    return ShardMapStore(
+        flow=f"{rt.source}->{rt.target}",
+        source=rt.source,
+        prefix=rt.transactional_id_prefix,
+        producer_conf=producer,
+        consumer_conf=rt.target_consumer,
+        timeout=timeout,
+        # a group the mirror's principal already holds (never joined nor committed to)
+        reader_group=rt.state_group,
+        cluster=f"cluster {rt.target}",
+    )
+
+
 def fence(
     ids: Iterable[str],
     producer_conf: Mapping[str, Any],
     timeout: float = 60.0,
     threads: int = FENCE_THREADS,
     make: Callable[[dict[str, Any]], Any] = Producer,
+    cluster: str = "the target",
 ) -> None:
     """``init_transactions`` on every id of ``ids``, ``threads`` at a time: each
     aborts what that id left open and fences its producers (confluent-kafka has no
     Admin fenceProducers). Raises MirrorError naming every id not fenced."""
 
-    def one(transactional_id: str) -> str | None:
+    def one(transactional_id: str) -> tuple[str, KafkaException] | None:
         producer = make({**producer_conf, "transactional.id": transactional_id})
         try:
             producer.init_transactions(timeout)
             return None
         except KafkaException as exc:
-            return f"{transactional_id}: {exc.args[0] if exc.args else exc}"
+            return transactional_id, exc
         finally:
             producer.flush(0)
 
@@ -192,12 +227,17 @@ def fence(
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(todo)))) as pool:
         failed = [f for f in pool.map(one, todo) if f is not None]
     if failed:
-        raise MirrorError(
-            f"{len(failed)} of {len(todo)} transactional ids of the previous shard map"
-            f" could not be fenced, so no shard of the new map may write yet: "
-            + "; ".join(failed[:5])
+        first_id, first = failed[0]
+        others = "; ".join(f"{i}: {e.args[0] if e.args else e}" for i, e in failed[1:5])
+        # the first failure's code decides (a refusal ends the flow in one line)
+        raise wrap(
+            first,
+            f"fence the previous shard map's transactional ids on {cluster} (no shard of the "
+            f"new map may write before; {len(failed)} of {len(todo)} not fenced"
+            + (f", also {others}" if others else "")
             + (" ..." if len(failed) > 5 else "")
-        )
+            + f"): init transactions of {first_id}",
+        ) from None
 
 
 def settle(
@@ -205,12 +245,23 @@ def settle(
     partitions: Iterable[tuple[str, int]],
     shards: int,
     fence_ids: Callable[[Iterable[str]], None],
+    cores: int = 1,
 ) -> Transition:
     """The driver's round before a batch (module doc); the map every shard of the
-    batch writes with, recorded before it returns."""
+    batch writes with, recorded before it returns.
+
+    ``shards`` 0 is ``auto``: the recorded map's count, so a flow never changes
+    generation by itself; for a flow without a map, :func:`default_shard_count` of
+    ``cores`` and the partitions known."""
     store.claim()
     stored = store.read()
-    step = transition(stored.map if stored else None, partitions, shards, store.prefix)
+    wanted = set(partitions)
+    if shards <= 0:
+        if stored is not None:
+            shards = stored.map.shards
+        else:
+            shards = default_shard_count(cores, len(wanted))
+    step = transition(stored.map if stored else None, wanted, shards, store.prefix)
     if step.new_generation:
         fence_ids(step.fence)
     if step.changed:

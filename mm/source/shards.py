@@ -1,40 +1,56 @@
-"""Groups a micro-batch's partition ranges into Spark tasks (pure planning).
+"""A micro-batch's ranges grouped into shards by the flow's shard map, and the shards
+into Spark tasks (pure planning).
 
-One Spark task per partition made every micro-batch pay a task's fixed cost
-(scheduling, a Python worker round trip, client set-up) once per partition: with
-96 small partitions that cost was the whole batch. A task now mirrors a *shard*:
-several ranges, copied concurrently inside one Python worker with the worker's
-pooled clients. Ranges are grouped by planned records so a small batch is one
-task (one worker, whose cached producers stay valid) and a large backlog still
-spreads over every core; a range is never split (one transactional producer per
-target partition). A task also takes at most ``ranges_per_task`` ranges: a
-process can hold only about 1,000 librdkafka clients (each takes a thread-local
-storage key; the next one fails with "Failed to initialize thread local
-storage"), and a worker keeps one producer per partition it mirrors.
+A *shard* (:mod:`mm.source.shard_map`) is the ranges of the target partitions the
+map gives it, written through the shard's one transactional producer
+(:mod:`mm.source.shard_run`). The grouping into shards follows the map, not the
+batch's load: a partition is only ever written through its shard's
+``transactional.id``, which is what keeps two writers from one partition. Shards
+with nothing to mirror this batch are left out.
+
+The shards then go into at most one Spark task per core, each task running its
+shards side by side (one thread each). A continuous mirror's task keeps copying for
+``mm.mirror.task.continue.seconds``: with more tasks than cores, the tasks beyond
+the cores would wait that long for a core every micro-batch, and their partitions'
+latency with them.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
+from mm.source.shard_map import ShardMap
 from mm.source.spec import RangeSpec
 
 
 @dataclass(frozen=True)
-class MirrorShard(InputPartition):
-    """The ranges one Spark task mirrors."""
+class MirrorShard:
+    """The ranges of shard ``shard`` of map generation ``generation`` in a batch,
+    written through ``transactional_id``."""
 
     ranges: tuple[RangeSpec, ...] = field(default_factory=tuple)
+    shard: int = 0
+    generation: int = 0
+    transactional_id: str = ""
+
+    def records(self) -> int:
+        return sum(planned_records(r) for r in self.ranges)
+
+
+@dataclass(frozen=True)
+class MirrorTask(InputPartition):
+    """One Spark task: the shards it runs side by side."""
+
+    shards: tuple[MirrorShard, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", None)
 
     def records(self) -> int:
-        return sum(planned_records(r) for r in self.ranges)
+        return sum(s.records() for s in self.shards)
 
 
 def planned_records(spec: RangeSpec) -> int:
@@ -42,35 +58,38 @@ def planned_records(spec: RangeSpec) -> int:
     return max(0, spec.end - spec.start)
 
 
-def shard_count(
-    total_records: int, ranges: int, records_per_task: int, ranges_per_task: int = 1 << 30
-) -> int:
-    """Tasks for a batch: one per ``records_per_task`` planned records and at least one
-    per ``ranges_per_task`` ranges, at least one, never more than there are ranges."""
-    if ranges <= 0:
-        return 0
-    wanted = max(
-        -(-total_records // max(1, records_per_task)), -(-ranges // max(1, ranges_per_task))
-    )
-    return max(1, min(ranges, wanted))
+def plan_shards(ranges: Sequence[RangeSpec], shard_map: ShardMap, prefix: str) -> list[MirrorShard]:
+    """``ranges`` grouped by the shard the map gives their target partition, in shard
+    order, each shard's ranges in the order given. Raises ValueError for a range
+    whose partition the map does not hold (the driver extends the map first)."""
+    members: dict[int, list[RangeSpec]] = {}
+    for r in ranges:
+        shard = shard_map.assignment.get((r.target_topic, r.partition))
+        if shard is None:
+            raise ValueError(
+                f"{r.target_topic}[{r.partition}] is in no shard of map generation "
+                f"{shard_map.generation}"
+            )
+        members.setdefault(shard, []).append(r)
+    return [
+        MirrorShard(
+            tuple(members[s]), s, shard_map.generation, shard_map.transactional_id(prefix, s)
+        )
+        for s in sorted(members)
+    ]
 
 
-def plan_shards(
-    ranges: Sequence[RangeSpec], records_per_task: int, ranges_per_task: int = 1 << 30
-) -> list[MirrorShard]:
-    """Ranges grouped into :func:`shard_count` shards of about equal planned records
-    (largest range first onto the least loaded shard, ties to the shard with fewest
-    ranges); each shard keeps its ranges in the order given."""
-    n = shard_count(
-        sum(planned_records(r) for r in ranges), len(ranges), records_per_task, ranges_per_task
-    )
-    if n == 0:
-        return []
-    order = {id(r): i for i, r in enumerate(ranges)}
-    heap = [(0, 0, i) for i in range(n)]
-    members: list[list[RangeSpec]] = [[] for _ in range(n)]
-    for r in sorted(ranges, key=lambda r: (-planned_records(r), order[id(r)])):
-        load, count, i = heapq.heappop(heap)
-        members[i].append(r)
-        heapq.heappush(heap, (load + planned_records(r), count + 1, i))
-    return [MirrorShard(tuple(sorted(m, key=lambda r: order[id(r)]))) for m in members if m]
+def plan_tasks(shards: Sequence[MirrorShard], slots: int) -> list[MirrorTask]:
+    """``shards`` dealt into at most ``slots`` (the cores Spark runs tasks on) tasks,
+    the largest shard first to the task with the fewest planned records; each task's
+    shards in shard order, the tasks in the order of their first shard."""
+    if slots < 1:
+        raise ValueError(f"Spark task slots must be at least 1, got {slots}")
+    bins: list[list[MirrorShard]] = [[] for _ in range(min(slots, len(shards)))]
+    load = [0] * len(bins)
+    for shard in sorted(shards, key=lambda s: (-s.records(), s.shard)):
+        i = min(range(len(bins)), key=lambda b: (load[b], len(bins[b]), b))
+        bins[i].append(shard)
+        load[i] += shard.records()
+    tasks = [tuple(sorted(b, key=lambda s: s.shard)) for b in bins]
+    return [MirrorTask(t) for t in sorted(tasks, key=lambda t: t[0].shard)]

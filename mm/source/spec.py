@@ -38,13 +38,10 @@ class FlowRuntime:
     errors_tolerance: str = "none"
     dead_letter_topic: str | None = None
     fetch_timeout_s: float = 60.0
-    # ranges a Spark task mirrors at once (one thread each; the copying releases
-    # the GIL while librdkafka waits on the network)
-    task_threads: int = 8
-    # clients a Python worker keeps between tasks (mm_client.kafka.pool): about
-    # one transactional producer per target partition it mirrors; a process holds
-    # at most ~1,000 librdkafka clients (see mm.source.shards), and every idle
-    # client keeps its threads, so the bound stays well below that. 0 = no pooling
+    # clients a Python worker keeps between tasks (mm_client.kafka.pool): a
+    # transactional producer and a consumer per shard it mirrors, and a few more; a
+    # process holds at most ~1,000 librdkafka clients, and every idle client keeps
+    # its threads, so the bound stays well below that. 0 = no pooling
     pool_max_clients: int = 300
     # a continuous mirror's task keeps mirroring new records until this long after
     # it started (mm.source.sweep); 0 = it stops at its planned ends (--once)
@@ -54,9 +51,6 @@ class FlowRuntime:
     # what the source's broker does where brokers differ (how its ends are read)
     source_profile: BrokerProfile = KAFKA
     target_profile: BrokerProfile = KAFKA
-
-    def transactional_id(self, target_topic: str, partition: int) -> str:
-        return f"{self.transactional_id_prefix}.{target_topic}.{partition}"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ holds a password. The drill runs with A over SASL_SSL and B over mutual TLS.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -508,6 +509,11 @@ def _mirror_acls(topic: str) -> tuple[list[AclBinding], list[AclBinding]]:
             prefixed=True,
         ),
         *allow(ResourceType.TOPIC, "mm-mirror-ends.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
+        *allow(
+            ResourceType.TOPIC,
+            "mm-mirror-shards.A.internal",
+            [op.CREATE, op.WRITE, op.READ, op.DESCRIBE],
+        ),
         *allow(ResourceType.TRANSACTIONAL_ID, "mm.A.B.", [op.WRITE, op.DESCRIBE], prefixed=True),
         *allow(ResourceType.GROUP, "__mm.mirror.A.B", [op.READ, op.DESCRIBE]),
     ]
@@ -659,7 +665,12 @@ def test_drill_on_a_secured_pair_passes_every_scenario(
         # (cluster, ACL index in _mirror_acls' list), what the line must name
         (("A", 0), "fetch {topic}[0] on cluster A (reader group __mm.mirror.A.B)"),
         (("B", 1), "produce to A.{topic}[0] on cluster B failed: Failed to add partition(s)"),
-        (("B", 9), "init transactions for A.{topic}[0] on cluster B"),
+        # the planner's first transactional call: it takes the flow's shard map writer
+        (
+            ("B", 13),
+            "init transactions of the shard map writer mm.A.B.shards "
+            "(topic mm-mirror-shards.A.internal) on cluster B",
+        ),
     ],
     ids=["source-READ", "target-WRITE", "transactional-id-WRITE"],
 )
@@ -692,7 +703,9 @@ def test_mirror_refused_one_listed_acl_stops_at_once_in_one_line(
     errors = [line for line in mirror.stderr.splitlines() if line.startswith("mm mirror: error:")]
     assert len(errors) == 1, mirror.output[-6000:]
     assert errors[0].startswith("mm mirror: error: flow A->B stopped, refused by the cluster: ")
-    assert named.format(topic=topic) in errors[0], errors[0]
+    # whichever partition the shard reached first: [0] stands for any
+    pattern = re.escape(named.format(topic=topic)).replace(r"\[0\]", r"\[\d+\]")
+    assert re.search(pattern, errors[0]), errors[0]
     assert "AUTHORIZATION_FAILED" in errors[0] and errors[0].endswith("then run again")
     assert "Traceback" not in mirror.output and "Exception" not in mirror.output, mirror.output
     assert took < 100, took  # no restart with back-off: the refusal ends the run
@@ -985,7 +998,13 @@ def _drill_acls() -> list[AclBinding]:
     prefixes, as the run's mark is new each time."""
     op, T, G = AclOperation, ResourceType.TOPIC, ResourceType.GROUP
     owned = [op.CREATE, op.WRITE, op.READ, op.DESCRIBE, op.DESCRIBE_CONFIGS, op.DELETE]
-    topics = ["mm-drill-", "drill-", "mm2-offset-syncs.drill-", "mm-mirror-ends.drill-"]
+    topics = [
+        "mm-drill-",
+        "drill-",
+        "mm2-offset-syncs.drill-",
+        "mm-mirror-ends.drill-",
+        "mm-mirror-shards.drill-",
+    ]
     return [
         *(x for t in topics for x in _rights(T, t, owned, prefixed=True)),
         *_rights(T, "mm-failover-points.drill-", owned, prefixed=True),
@@ -1023,7 +1042,7 @@ def _drill(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
     [
         # (cluster, resource, operation) taken from the drill's row; what its line names
         (("A", "mm-drill-", "CREATE"), "create the drill's topic mm-drill-"),
-        (("B", "mm.drill-", "WRITE"), "init transactions for drill-"),
+        (("B", "mm.drill-", "WRITE"), "init transactions of the shard map writer mm.drill-"),
     ],
     ids=["A-topics-CREATE", "B-transactional-ids-WRITE"],
 )
@@ -1128,6 +1147,7 @@ def _failback_acls(topic: str, group: str, local: str) -> tuple[list[AclBinding]
             prefixed=True,
         ),
         *_rights(T, "mm-mirror-ends.B.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
+        *_rights(T, "mm-mirror-shards.B.internal", [op.CREATE, op.WRITE, op.READ, op.DESCRIBE]),
         *_rights(ResourceType.TRANSACTIONAL_ID, "mm.B.A.", [op.WRITE, op.DESCRIBE], True),
         *_rights(G, "__mm.mirror.B.A", read),
     ]

@@ -152,6 +152,7 @@ class FakeConsumer:
         self._eof_sent = False
         self._sizes: Iterator[int] = itertools.cycle(cluster.batch_sizes)
         self.closed = False
+        self.paused: set[tuple[str, int]] = set()
 
     # --- group state ---
     def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
@@ -197,6 +198,8 @@ class FakeConsumer:
     def consume(self, num_messages: int = 1, timeout: float = 0) -> list[FakeMessage]:
         assert self._assigned is not None
         topic, partition = self._assigned
+        if self._assigned in self.paused:
+            return []
         log = self.cluster.log(topic, partition)
         if self._reset_error:
             err = FakeError(KafkaError._AUTO_OFFSET_RESET)
@@ -224,6 +227,14 @@ class FakeConsumer:
 
     def unassign(self) -> None:
         self._assigned = None
+
+    def pause(self, tps: list[TopicPartition]) -> None:
+        # the copy loop pauses a partition once its range is done: nothing is fetched
+        # for it any more; a pause outlives unassign, as librdkafka's does
+        self.paused.update((tp.topic, tp.partition) for tp in tps)
+
+    def resume(self, tps: list[TopicPartition]) -> None:
+        self.paused.difference_update((tp.topic, tp.partition) for tp in tps)
 
     def close(self) -> None:
         self.closed = True

@@ -130,10 +130,9 @@ def test_librdkafka_accepts_every_key_it_is_given() -> None:
 @pytest.mark.parametrize(("source", "target"), [("A", "B"), ("B", "A")])
 def test_mirror_runtime_and_task_clients(cfg: MirrorConfig, source: str, target: str) -> None:
     from mm.kafka.watermarks import probe_consumer_conf
-    from mm.source import task
+    from mm.source import shard_run, task
     from mm.source.plan import MirrorPlan
     from mm.source.runtime import mirror_plan, planner_settings
-    from mm.source.spec import RangeSpec
 
     flow = cfg.flow(source, target)
     # what the Spark source receives: the plan, pickled into a (redacted) option
@@ -148,8 +147,7 @@ def test_mirror_runtime_and_task_clients(cfg: MirrorConfig, source: str, target:
     assert_secured(plan.planner["target_admin"], target)
     assert planner_settings(cfg, flow)["target_admin"] == plan.planner["target_admin"]
     # the confs a task derives for its clients keep them
-    spec = RangeSpec("orders", 0, f"{source}.orders", 0, 10)
-    assert_secured(task._producer_conf(rt, spec), target)
+    assert_secured(shard_run.shard_producer_conf(rt, "mm.A.B.g1.s0"), target)
     assert_secured(task._consumer_conf(rt), source)
     assert_secured(task._state_consumer_conf(rt), target)
     assert_secured(task._sync_producer_conf(rt), source)
@@ -405,14 +403,14 @@ def test_drill_reading_scenarios_refused_on_sasl_only_where_read_raw(tmp_path: P
 def test_runtime_is_a_copy_not_a_view(cfg: MirrorConfig) -> None:
     """Tasks add keys to their confs (transactional.id, group.id): the runtime's own
     dicts must not change, or the next task would inherit them."""
-    from mm.source import task
+    from mm.source import shard_run, task
     from mm.source.runtime import flow_runtime
-    from mm.source.spec import RangeSpec
 
     rt = flow_runtime(cfg, cfg.flow("A", "B"))
     before = dataclasses.asdict(rt)
-    task._producer_conf(rt, RangeSpec("orders", 0, "A.orders", 0, 10))
+    shard_run.shard_producer_conf(rt, "mm.A.B.g1.s0")
     task._consumer_conf(rt)
+    task._state_consumer_conf(rt)
     assert dataclasses.asdict(rt) == before
 
 

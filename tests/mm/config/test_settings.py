@@ -25,7 +25,7 @@ def test_defaults_where_unset_and_typed_values_where_set() -> None:
         {
             **BASE,
             "mm.mirror.trigger.seconds": " 0.5 ",
-            "mm.mirror.task.threads": "3",
+            "mm.mirror.shards": "3",
             "mm.mirror.pool.max.clients": "600",
             "mm.offset.syncs.retention.ms": "-1",
             "mm.metrics.port": "0",
@@ -33,7 +33,8 @@ def test_defaults_where_unset_and_typed_values_where_set() -> None:
         }
     )
     assert cfg.setting("mirror.trigger.seconds") == 0.5
-    assert cfg.setting("mirror.task.threads") == 3
+    assert cfg.setting("mirror.shards") == 3
+    assert build_config({**BASE, "mm.mirror.shards": " Auto "}).setting("mirror.shards") == 0
     assert cfg.setting("mirror.pool.max.clients") == 600
     assert cfg.setting("offset.syncs.retention.ms") == -1
     assert cfg.setting("metrics.port") == 0
@@ -47,7 +48,8 @@ def test_defaults_where_unset_and_typed_values_where_set() -> None:
     [
         ("mirror.trigger.seconds", "0", "a positive number of seconds"),
         ("mirror.trigger.seconds", "soon", "a positive number of seconds"),
-        ("mirror.task.threads", "2.5", "a positive whole number of threads"),
+        ("mirror.shards", "2.5", "auto or a positive whole number of shards"),
+        ("mirror.shards", "0", "auto or a positive whole number of shards"),
         ("mirror.max.records.per.transaction", "lots", "a positive whole number"),
         ("mirror.max.records.per.transaction", "0", "a positive whole number"),
         ("mirror.position.refresh.interval.seconds", "-1", "a positive number of seconds"),
@@ -73,17 +75,17 @@ def test_a_bad_value_fails_the_load_naming_key_value_and_expectation(
 
 
 def test_an_unknown_key_is_kept_and_found_with_the_closest_known_one() -> None:
-    props = {**BASE, "mm.mirror.task.thread": "4", "mm.zzz": "1"}
+    props = {**BASE, "mm.mirror.shard": "4", "mm.zzz": "1"}
     cfg = build_config(props)
-    assert cfg.mm["mirror.task.thread"] == "4"  # kept as written
-    assert cfg.setting("mirror.task.threads") == 8  # the typo set nothing
+    assert cfg.mm["mirror.shard"] == "4"  # kept as written
+    assert cfg.setting("mirror.shards") == 0  # the typo set nothing
     closest = {u.key: u.closest for u in find_unknown_keys(props)}
-    assert closest == {"mm.mirror.task.thread": "mm.mirror.task.threads", "mm.zzz": None}
+    assert closest == {"mm.mirror.shard": "mm.mirror.shards", "mm.zzz": None}
 
 
 def test_parse_settings_without_a_logger() -> None:
     seen: list[Any] = []
-    out = parse_settings({"mirror.task.records": "5", "nope": "1"})
-    assert out["mirror.task.records"] == 5 and "nope" not in out
+    out = parse_settings({"mirror.shards": "5", "nope": "1"})
+    assert out["mirror.shards"] == 5 and "nope" not in out
     parse_settings({"nope": "1"}, warn=lambda *a, **kw: seen.append((a, kw)))
     assert seen and seen[0][1]["key"] == "mm.nope"

@@ -40,7 +40,7 @@ USER = {
     "backup->other.enabled": "true",
     "emit.heartbeats.enabled": "true",
     "mm.state.dir": "/var/lib/mm",
-    "mm.mirror.task.threads": "2",
+    "mm.mirror.shards": "2",
 }
 MARK = "drill-0a1b2c3d"
 
@@ -117,7 +117,7 @@ def test_derived_config_keeps_the_connections_and_the_flows_policy(tmp_path: Pat
     assert not flow.emit_heartbeats_enabled  # A's `heartbeats` topic is the user's
     assert flow.errors_deadletterqueue_topic_name is None  # the user's topic
     assert cfg.state_dir == tmp_path / "state"
-    assert cfg.setting("mirror.task.threads") == 2
+    assert cfg.setting("mirror.shards") == 2
     assert cfg.cluster(tgt).librdkafka("producer")["transaction.timeout.ms"] == "10000"
     assert not any(k.startswith("primary") or k.startswith("backup") for k in props)
 

@@ -27,7 +27,7 @@ from mm_client.translation import translate_offset
 
 from mm.source import task
 from mm.source.spec import RangeSpec
-from mm.source.task import PartitionStoppedError, RecordTooLargeError, mirror_range, read_state
+from mm.source.task import PartitionStoppedError, RecordTooLargeError, read_states
 from tests.support.fake_kafka import (
     LIMIT,
     SYNCS,
@@ -41,6 +41,7 @@ from tests.support.fake_kafka import (
     fake_clients,
     runtime,
 )
+from tests.support.shard_runs import mirror_one
 
 pytestmark = pytest.mark.unit
 
@@ -219,7 +220,7 @@ def test_copy_loop_keeps_every_committed_record_exactly_once(
         spec = RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b, max_record_bytes=LIMIT)
         pool = pools.get(workers[i % len(workers)]) if workers else None
         try:
-            result = mirror_range(rt, spec, clients=clients, pool=pool)
+            result = mirror_one(rt, spec, clients=clients, pool=pool)
         except RecordTooLargeError as exc:
             stopped.append(str(exc))
             assert exc.result is not None
@@ -276,7 +277,7 @@ def test_a_full_transaction_does_not_drop_the_rest_of_the_fetched_batch() -> Non
     source = build_source(entries, 0, [5000])
     target = FakeCluster("B")
     rt = runtime(max_records_per_txn=1000, max_sync_points_per_txn=96)
-    mirror_range(
+    mirror_one(
         rt,
         RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 400, 0),
         clients=fake_clients(source, target, TARGET),
@@ -294,7 +295,8 @@ def test_read_state_reads_committed_whatever_the_user_set() -> None:
     target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (7, "")}
     spec = RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 10, 0)
     # the fake consumer refuses committed() unless isolation.level is read_committed
-    assert read_state(rt, spec, clients=fake_clients(source, target, TARGET)) == (7, None)
+    states = read_states(rt, [spec], clients=fake_clients(source, target, TARGET))
+    assert states == {(TARGET_TOPIC, 0): (7, None)}
 
 
 def test_a_position_past_the_source_end_stops_the_partition() -> None:
@@ -304,7 +306,7 @@ def test_a_position_past_the_source_end_stops_the_partition() -> None:
     rt = runtime()
     target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (300, "")}
     with pytest.raises(PartitionStoppedError, match=r"past the source log end 5.*recreated"):
-        mirror_range(
+        mirror_one(
             rt,
             RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 5, 0),
             clients=fake_clients(source, target, TARGET),
@@ -327,7 +329,7 @@ def test_syncs_lost_with_a_killed_worker_are_written_again_from_the_commit_metad
     killed = dataclasses.replace(
         clients, sync_producer=lambda conf: FakeProducer(never_acknowledged, conf)
     )
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 6, LIMIT), clients=killed)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 6, LIMIT), clients=killed)
     assert target.log(TARGET_TOPIC, 0).committed(), "the first transaction committed"
     assert not source.log(SYNCS, 0).committed(), "and none of its syncs reached the source"
     assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][1], "its syncs are in the metadata"
@@ -335,7 +337,7 @@ def test_syncs_lost_with_a_killed_worker_are_written_again_from_the_commit_metad
     task._SYNCS_WRITTEN.clear()  # the worker process died with what it knew
     for i in range(6, 9):
         source.log(TOPIC, 0).append(Rec(b"k", payload(3, i), (), i), "committed")
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 6, 9, LIMIT), clients=clients)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 6, 9, LIMIT), clients=clients)
 
     ups, downs, _, _ = synced_pairs(source)
     tgt = target.log(TARGET_TOPIC, 0).committed()

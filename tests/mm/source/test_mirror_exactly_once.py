@@ -52,7 +52,7 @@ from support.mirror import (
     mirror_cmd,
     mirror_properties,
     read_offset_syncs,
-    read_partition,
+    read_partitions,
     run_mirror_once,
 )
 
@@ -163,12 +163,17 @@ def runs_factory(tmp_path: Path) -> Iterator[Callable[[Path], Runs]]:
         r.close()
 
 
-def _source_view(bootstrap: str, topic: str, partition: int) -> list[KV]:
-    return [(r.key, r.value) for r in read_partition(bootstrap, topic, partition)]
+def _source_views(bootstrap: str, topic: str, partitions: int) -> dict[int, list[KV]]:
+    """Every partition's (key, value) pairs readable now (read_committed), through one
+    consumer."""
+    read = read_partitions(bootstrap, topic, range(partitions))
+    return {p: [(r.key, r.value) for r in recs] for p, recs in read.items()}
 
 
-def _target_views(bootstrap: str, topic: str) -> dict[int, CommittedView]:
-    return {p: committed_view(read_log(bootstrap, topic, p)) for p in range(PARTITIONS)}
+def _target_views(
+    bootstrap: str, topic: str, partitions: int = PARTITIONS
+) -> dict[int, CommittedView]:
+    return {p: committed_view(read_log(bootstrap, topic, p)) for p in range(partitions)}
 
 
 def _assert_exactly_once(
@@ -179,10 +184,12 @@ def _assert_exactly_once(
 ) -> dict[int, CommittedView]:
     """Target == source per partition (read_committed), and the source is what was produced."""
     target_topic = f"A.{topic}"
-    views = _target_views(cluster_b.bootstrap_servers, target_topic)
+    views = _target_views(cluster_b.bootstrap_servers, target_topic, producer.partitions)
+    sources = _source_views(cluster_a.bootstrap_servers, topic, producer.partitions)
+    consumer_views = _source_views(cluster_b.bootstrap_servers, target_topic, producer.partitions)
     problems = []
-    for p in range(PARTITIONS):
-        source = _source_view(cluster_a.bootstrap_servers, topic, p)
+    for p in range(producer.partitions):
+        source = sources[p]
         produced = [
             (b"k-" + record_value(p, i), record_value(p, i)) for i in range(producer.produced[p])
         ]
@@ -195,7 +202,7 @@ def _assert_exactly_once(
                 f"{_difference(p, source, target)}\n"
                 f"{describe_log(cluster_b.bootstrap_servers, target_topic, p, near)}"
             )
-        consumer_view = _source_view(cluster_b.bootstrap_servers, target_topic, p)
+        consumer_view = consumer_views[p]
         if cluster_b.kind != "embedded":
             # a real read_committed consumer must see the same (Tansu: see module docstring)
             assert consumer_view == target, f"{target_topic}[{p}]: consumer view differs"
@@ -205,6 +212,23 @@ def _assert_exactly_once(
                 f"{len(consumer_view) - len(target)} records of aborted transactions"
             )
     assert not problems, "\n".join(problems)
+    return views
+
+
+def _drained_exactly_once(
+    config: Path,
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    topic: str,
+    producer: BackgroundProducer,
+    kills: list[str],
+) -> dict[int, CommittedView]:
+    """After the kills: the mirror drained with --once, then :func:`_assert_exactly_once`."""
+    print(f"produced {producer.total} records; " + "; ".join(kills))
+    drain = run_mirror_once(config)
+    assert drain.returncode == 0, drain.describe()
+    views = _assert_exactly_once(cluster_a, cluster_b, topic, producer)
+    print(f"drain (--once) took {drain.seconds:.0f}s; {_summary(views)}")
     return views
 
 
@@ -256,12 +280,13 @@ def _kill_setup(
     topic: str,
     tmp_path: Path,
     settings: dict[str, str],
+    partitions: int = PARTITIONS,
 ) -> tuple[int, random.Random, str, Path]:
     """A kill test's seed (printed), its random source, its topic (created) and the
     mirror's configuration (``settings`` with slow transactions)."""
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
-    create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
+    create_topic(cluster_a.bootstrap_servers, topic, partitions)
     config = mirror_properties(
         tmp_path / "mm.properties",
         cluster_a.bootstrap_servers,
@@ -348,6 +373,52 @@ def test_exactly_once_across_kill_9(
         assert sum(v.aborted_txns for v in views.values()) >= 1, _summary(views)
 
 
+@pytest.mark.integration
+def test_kill_9_mid_transaction_at_208_partitions(
+    cluster_a: KafkaCluster,
+    cluster_b: KafkaCluster,
+    unique_topic: Callable[..., str],
+    tmp_path: Path,
+    runs_factory: Callable[[Path], Runs],
+) -> None:
+    """kill -9 of every process of a continuous mirror while its shards' transactions
+    are open on a 208-partition topic the source keeps writing (a shard's transaction
+    spans many partitions), once more at random, then drain: each source record in
+    the target exactly once, in order, and the open transactions aborted."""
+    partitions = 208
+    seed, rng, topic, config = _kill_setup(
+        cluster_a, cluster_b, unique_topic("wide"), tmp_path, MIRROR_SETTINGS, partitions
+    )
+    runs = runs_factory(config)
+    producer = BackgroundProducer(
+        cluster_a.bootstrap_servers, topic, partitions, rate_per_partition=8, seed=seed
+    ).start()
+    watch = TailWatch(cluster_b.bootstrap_servers, f"A.{topic}", partitions)
+    kills: list[str] = []
+    try:
+        run = runs.start("run-0")
+        n = wait_for_batches(run.stderr_path, 1, 180, alive=lambda: run.proc.poll() is None)
+        assert n >= 1, f"the mirror mirrored nothing:\n{run.output()[-6000:]}"
+        tree, open_partitions = runs.kill_mid_transaction(run, watch, whole_tree=True, timeout=90)
+        assert open_partitions, "no transaction was open when the mirror was killed"
+        assert not wait_all_gone(tree, 30), "the kill left processes running"
+        kills.append(f"kill 0: transactions open on {len(open_partitions)} partitions")
+        run = runs.start("run-1")
+        n = wait_for_batches(run.stderr_path, 1, 180, alive=lambda: run.proc.poll() is None)
+        assert n >= 1, f"the restarted mirror mirrored nothing:\n{run.output()[-6000:]}"
+        time.sleep(rng.uniform(0.5, 3.0))
+        tree = runs.kill(run, whole_tree=True)
+        assert not wait_all_gone(tree, 30), "the second kill left processes running"
+        kills.append(f"kill 1 after {n} batches")
+    finally:
+        watch.close()
+        producer.stop()
+    views = _drained_exactly_once(config, cluster_a, cluster_b, topic, producer, kills)
+    # what the first kill left open was aborted by the restart's fencing (at least one:
+    # a commit's markers may still have been on their way to some of those partitions)
+    assert sum(v.aborted_txns for v in views.values()) >= 1, _summary(views)
+
+
 def _kill_in_a_first_transaction(
     runs: Runs, run: MirrorProcess, watch: TailWatch, timeout: float
 ) -> tuple[list[Proc], list[int]]:
@@ -431,11 +502,7 @@ def test_kill_9_three_times_on_apache_kafka(
     finally:
         watch.close()
         producer.stop()
-    print(f"produced {producer.total} records; " + "; ".join(kills))
-    drain = run_mirror_once(config)
-    assert drain.returncode == 0, drain.describe()
-    views = _assert_exactly_once(cluster_a, cluster_b, topic, producer)
-    print(f"drain (--once) took {drain.seconds:.0f}s; {_summary(views)}")
+    views = _drained_exactly_once(config, cluster_a, cluster_b, topic, producer, kills)
     # the first kill left open transactions that the next run's fencing aborted
     assert sum(v.aborted_txns for v in views.values()) >= len(first), _summary(views)
 

@@ -16,52 +16,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from mm_client.kafka.pool import ClientPool
 from support.mirror import create_topic, delete_topic
+from support.shard_runs import fill, mirror_one, runtime_on
 
 from mm.kafka.rawlog import committed_view, read_log
 from mm.source.spec import FlowRuntime, RangeSpec
-from mm.source.task import PartitionStoppedError, mirror_range
+from mm.source.task import PartitionStoppedError
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def workers() -> Iterator[list[ClientPool]]:
-    """Two workers' pools, their clients closed before the clusters stop."""
-    pools = [ClientPool(), ClientPool()]
-    yield pools
-    for pool in pools:
-        pool.clear()
-
-
-def _runtime(a: Any, b: Any, name: str, **kw: Any) -> FlowRuntime:
-    return FlowRuntime(
-        source="A",
-        target="B",
-        source_consumer={"bootstrap.servers": a.bootstrap_servers},
-        source_producer={"bootstrap.servers": a.bootstrap_servers},
-        target_producer={"bootstrap.servers": b.bootstrap_servers},
-        target_consumer={"bootstrap.servers": b.bootstrap_servers},
-        offset_syncs_topic=f"syncs-{name}",
-        offset_syncs_on_target=False,
-        state_group=f"__mm.mirror.{name}",
-        transactional_id_prefix=f"mm.{name}",
-        source_profile=a.profile,
-        **kw,
-    )
-
-
-def _fill(bootstrap: str, topic: str, partitions: int, count: int, tag: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(count):
-        p.produce(topic, f"{tag}-{i}".encode(), f"k{i % 5}".encode(), i % partitions)
-    assert p.flush(30) == 0
 
 
 def _records(bootstrap: str, topic: str, partition: int) -> list[tuple[Any, Any]]:
@@ -76,7 +44,7 @@ def _setup(
     topic = unique_topic("moving")
     create_topic(a.bootstrap_servers, topic, partitions)
     create_topic(b.bootstrap_servers, f"A.{topic}", partitions)
-    runtime = _runtime(a, b, topic, **rt)
+    runtime = runtime_on(a, b, topic, **rt)
     create_topic(a.bootstrap_servers, runtime.offset_syncs_topic, 1)
     return topic, f"A.{topic}", runtime
 
@@ -95,11 +63,11 @@ def test_a_partition_moving_between_workers_stays_exactly_once(
     # Spark hands each micro-batch's task to whichever worker is free: here the
     # partitions alternate between the two workers, batch after batch
     for batch in range(6):
-        _fill(cluster_a.bootstrap_servers, topic, 2, 300, f"b{batch}")
+        fill(cluster_a.bootstrap_servers, topic, 2, 300, f"b{batch}")
         for p in range(2):
             end = ends[p] + 150
             spec = RangeSpec(topic, p, target, ends[p], end)
-            result = mirror_range(rt, spec, log=log, pool=workers[(batch + p) % 2])
+            result = mirror_one(rt, spec, log=log, pool=workers[(batch + p) % 2])
             assert result.position == end, result
             ends[p] = end
     # every move after a partition's first visit to each worker found its cached
@@ -116,9 +84,12 @@ def test_a_partition_moving_between_workers_stays_exactly_once(
 _WORKER = """
 import base64, pickle, sys
 from mm_client.kafka.pool import ClientPool
-from mm.source.task import FENCED_CODES, mirror_range
+from mm.source.shard_map import legacy_transactional_id
+from mm.source.shard_run import ShardRun
 rt, spec = pickle.loads(base64.b64decode(sys.argv[1]))
-mirror_range(rt, spec, pool=ClientPool())
+# the id tests.support.shard_runs.mirror_one writes the partition with
+txn_id = legacy_transactional_id(rt.transactional_id_prefix, spec.target_topic, spec.partition)
+ShardRun(rt, txn_id, [spec], pool=ClientPool()).run()
 print("finished", flush=True)
 """
 
@@ -141,7 +112,7 @@ def test_a_worker_killed_mid_range_loses_nothing(
     cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
 ) -> None:
     topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 1, max_records_per_txn=50)
-    _fill(cluster_a.bootstrap_servers, topic, 1, 20_000, "kill")
+    fill(cluster_a.bootstrap_servers, topic, 1, 20_000, "kill")
     spec = RangeSpec(topic, 0, target, 0, 20_000)
     arg = base64.b64encode(pickle.dumps((rt, spec))).decode()
     worker = subprocess.Popen(
@@ -156,7 +127,7 @@ def test_a_worker_killed_mid_range_loses_nothing(
     worker.wait(10)
     assert 0 < position < 20_000, f"the worker was not killed mid-range (position {position})"
     # Spark runs the task again, in another worker: the same range, fresh clients
-    result = mirror_range(rt, spec, pool=workers[0])
+    result = mirror_one(rt, spec, pool=workers[0])
     assert result.resumed_from >= position and result.position == 20_000
     source = _records(cluster_a.bootstrap_servers, topic, 0)
     assert len(source) == 20_000
@@ -173,15 +144,15 @@ def test_a_position_past_the_source_end_at_fetch_time_stops_the_partition(
     message, nothing produced (before: the 20 new records were appended to B)."""
     topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 1)
     a = cluster_a.bootstrap_servers
-    _fill(a, topic, 1, 60, "old")
-    first = mirror_range(rt, RangeSpec(topic, 0, target, 0, 60), pool=workers[0])
+    fill(a, topic, 1, 60, "old")
+    first = mirror_one(rt, RangeSpec(topic, 0, target, 0, 60), pool=workers[0])
     assert first.position == 60, first
     delete_topic(a, topic)
     create_topic(a, topic, 1)
-    _fill(a, topic, 1, 20, "new")
+    fill(a, topic, 1, 20, "new")
     with pytest.raises(PartitionStoppedError) as stopped:
         # planned before the recreation: [60, 100) of the old topic
-        mirror_range(rt, RangeSpec(topic, 0, target, 60, 100), pool=workers[0])
+        mirror_one(rt, RangeSpec(topic, 0, target, 60, 100), pool=workers[0])
     message = str(stopped.value)
     assert f"the mirror's position 60 for {topic}[0] is past the source log end 20" in message
     assert f"then topic {target} on B, then run the mirror again" in message

@@ -11,8 +11,9 @@ from mm_client.kafka.pool import ClientPool
 
 from mm.kafka.profile import EMBEDDED, KAFKA, BrokerProfile
 from mm.source.clients import MirrorClients
+from mm.source.shard_run import ShardRun
 from mm.source.spec import RangeSpec
-from mm.source.task import RecordTooLargeError, mirror_range
+from mm.source.task import RecordTooLargeError
 from tests.support.fake_kafka import (
     TARGET,
     TARGET_TOPIC,
@@ -23,6 +24,7 @@ from tests.support.fake_kafka import (
     fake_clients,
     runtime,
 )
+from tests.support.shard_runs import mirror_one
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +53,7 @@ def test_a_reused_producer_is_not_initialised_again() -> None:
     clients = fake_clients(source, target, TARGET)
     pool = ClientPool()
     for a, b in ((0, 20), (20, 40), (40, 60)):
-        mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), clients=clients, pool=pool)
+        mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), clients=clients, pool=pool)
     assert target.inits == 1
     assert pool.created == 3  # the producer, the state consumer, the source consumer
     assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
@@ -68,9 +70,7 @@ def test_a_producer_fenced_by_another_worker_is_replaced_exactly_once() -> None:
     log = Log()
     # the partition moves: worker one, worker two (fences one), worker one again
     for pool, (a, b) in ((one, (0, 24)), (two, (24, 50)), (one, (50, 80))):
-        mirror_range(
-            rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool
-        )
+        mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool)
     fenced = log.named("state is out of date")
     # noticed at the state read, before the fenced producer's next call: worker two
     # moved the position on
@@ -91,9 +91,7 @@ def test_a_fence_without_a_new_position_is_noticed_at_the_next_transactional_cal
     one, two = ClientPool(), ClientPool()
     log = Log()
     for pool, (a, b) in ((one, (0, 24)), (two, (24, 24)), (one, (24, 80))):
-        mirror_range(
-            rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool
-        )
+        mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, a, b), log=log, clients=clients, pool=pool)
     fenced = log.named("state is out of date")
     assert len(fenced) == 1 and "_FENCED" in fenced[0]["error"]
     assert target.inits == 3
@@ -109,9 +107,9 @@ def test_a_stale_worker_behind_the_committed_position_mirrors_nothing_twice() ->
     rt = runtime(max_records_per_txn=5)
     clients = fake_clients(source, target, TARGET)
     one, two = ClientPool(), ClientPool()
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 20), clients=clients, pool=one)
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 20, 50), clients=clients, pool=two)
-    result = mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 20, 80), clients=clients, pool=one)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 20), clients=clients, pool=one)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 20, 50), clients=clients, pool=two)
+    result = mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 20, 80), clients=clients, pool=one)
     assert result.resumed_from == 50
     assert [r.value for _, r in target.log(TARGET_TOPIC, 0).committed()] == [
         f"v{i}".encode() for i in range(40)
@@ -130,11 +128,11 @@ def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() 
     rt = runtime(max_records_per_txn=5, target_profile=EMBEDDED)
     clients = fake_clients(source, target, TARGET)
     pool, log = ClientPool(), Log()
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
     assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 40
     # the broker now says 30: its commit of 40 was acknowledged, then lost
     target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")
-    result = mirror_range(
+    result = mirror_one(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
     )
     (moved,) = log.named("state is out of date")
@@ -149,7 +147,7 @@ def test_a_position_moved_under_a_valid_cached_producer_is_handled_as_a_fence() 
     assert target.offsets[rt.state_group][(TARGET_TOPIC, 0)][0] == 80
     # lost again with nothing more to mirror: the position is committed again all the same
     target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (79, "")
-    idle = mirror_range(
+    idle = mirror_one(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 80, 80), log=log, clients=clients, pool=pool
     )
     assert idle.resumed_from == idle.position == 80
@@ -164,14 +162,14 @@ def test_a_lost_commit_keeps_no_floor_across_pools_nor_over_a_lost_state() -> No
     rt = runtime(max_records_per_txn=5)
     clients = fake_clients(source, target, TARGET)
     one, two, log = ClientPool(), ClientPool(), Log()
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=one)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=one)
     target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")
-    other = mirror_range(
+    other = mirror_one(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 30, 30), log=log, clients=clients, pool=two
     )
     assert other.resumed_from == 30 and not log.named("below one this worker committed")
     del target.offsets[rt.state_group][(TARGET_TOPIC, 0)]
-    back = mirror_range(
+    back = mirror_one(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=one
     )
     (recovered,) = log.named("recovered from the offset syncs")
@@ -180,62 +178,71 @@ def test_a_lost_commit_keeps_no_floor_across_pools_nor_over_a_lost_state() -> No
     assert not log.named("below one this worker committed")
 
 
-def test_a_failed_range_drops_its_clients() -> None:
+def test_a_stopped_partition_keeps_the_shards_clients() -> None:
     source, target = _source(10), FakeCluster("B")
     rt = runtime()
     clients = fake_clients(source, target, TARGET)
     pool = ClientPool()
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 10), clients=clients, pool=pool)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 10), clients=clients, pool=pool)
     assert pool.idle() == 3
-    # a record the target cannot take stops the partition: its producer and consumer
-    # (state unknown) are closed, not lent again
+    # a record the target cannot take stops its partition after the records before it
+    # committed: the shard's producer (which the shard's other partitions go on
+    # writing with) and its consumer stay valid and pooled
     with pytest.raises(RecordTooLargeError):
-        mirror_range(
+        mirror_one(
             rt,
             RangeSpec(TOPIC, 0, TARGET_TOPIC, 10, 20, max_record_bytes=1),
             clients=clients,
             pool=pool,
         )
-    assert pool.dropped == 2 and pool.idle() == 1
-    result = mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 10, 20), clients=clients, pool=pool)
+    assert pool.dropped == 0 and pool.idle() == 3
+    result = mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 10, 20), clients=clients, pool=pool)
     assert result.resumed_from == 10 and result.position == 20
-    assert target.inits == 2
+    assert target.inits == 1
 
 
-def test_states_are_read_ahead_only_for_ranges_whose_producer_is_reused() -> None:
-    """A fresh producer must fence before its partition's position is read (a read ahead
-    could miss a zombie's last commit, or wait out the transaction a killed worker left
-    open): the task's one OffsetFetch covers only the ranges with a pooled producer."""
-    from mm.source.task import _producer_conf, reused_producer_states
-
+def test_a_fresh_shard_producer_fences_before_the_positions_are_read_in_one_request() -> None:
+    """A fresh producer must fence before its partitions' positions are read (a read
+    before could miss a zombie's last commit, or wait out the transaction a killed
+    worker left open); then one OffsetFetch serves every range of the shard. A reused
+    producer reads at once, also in one request."""
     source, target = _source(0), FakeCluster("B")
     target.offsets["__mm.mirror.A.B"] = {(TARGET_TOPIC, p): (10 * p, "") for p in range(4)}
     rt = runtime()
     base = fake_clients(source, target, TARGET)
-    asked: list[list[tuple[str, int]]] = []
+    calls: list[Any] = []
 
     def consumer(conf: dict[str, Any]) -> Any:
         made = base.consumer(conf)
         committed = made.committed
 
         def recorded(tps: list[Any], timeout: float = 0) -> Any:
-            asked.append([(tp.topic, tp.partition) for tp in tps])
+            calls.append(sorted((tp.topic, tp.partition) for tp in tps))
             return committed(tps, timeout)
 
         made.committed = recorded
         return made
 
-    clients = MirrorClients(base.producer, consumer, base.sync_producer)
-    specs = [RangeSpec(TOPIC, p, TARGET_TOPIC, 0, 5) for p in range(4)]
+    def producer(conf: dict[str, Any]) -> Any:
+        made = base.producer(conf)
+        init = made.init_transactions
+
+        def recorded(timeout: float = 0) -> None:
+            calls.append("init")
+            init(timeout)
+
+        made.init_transactions = recorded
+        return made
+
+    clients = MirrorClients(producer, consumer, base.sync_producer)
+    specs = [RangeSpec(TOPIC, p, TARGET_TOPIC, 10 * p, 10 * p) for p in range(4)]
     pool = ClientPool()
-    assert reused_producer_states(rt, specs, pool, clients) == {}
-    assert asked == []  # every producer would be new: nothing read ahead
-    for spec in specs[1:3]:  # two producers left in the pool by earlier ranges
-        with pool.lease("txn-producer", _producer_conf(rt, spec), clients.producer):
-            pass
-    states = reused_producer_states(rt, specs, pool, clients)
-    assert asked == [[(TARGET_TOPIC, 1), (TARGET_TOPIC, 2)]]
-    assert {k: v[0] for k, v in states.items()} == {(TARGET_TOPIC, 1): 10, (TARGET_TOPIC, 2): 20}
+    everything = [(TARGET_TOPIC, p) for p in range(4)]
+    for expected in (["init", everything], [everything]):  # fresh, then reused
+        calls.clear()
+        results = ShardRun(rt, "mm.A.B.g1.s0", specs, pool=pool, clients=clients).run()
+        assert calls == expected
+        assert {k[1]: r.position for k, r in results.items()} == {p: 10 * p for p in range(4)}
 
 
 def test_a_position_reset_below_a_cached_producer_is_followed_on_apache_kafka() -> None:
@@ -247,9 +254,9 @@ def test_a_position_reset_below_a_cached_producer_is_followed_on_apache_kafka() 
     rt = runtime(max_records_per_txn=5)
     clients = fake_clients(source, target, TARGET)
     pool, log = ClientPool(), Log()
-    mirror_range(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
+    mirror_one(rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 0, 40), clients=clients, pool=pool)
     target.offsets[rt.state_group][(TARGET_TOPIC, 0)] = (30, "")  # the operator's reset
-    result = mirror_range(
+    result = mirror_one(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 40, 80), log=log, clients=clients, pool=pool
     )
     assert log.named("state is out of date") and not log.named("below one this worker")

@@ -15,10 +15,10 @@ from mm.kafka.profile import EMBEDDED
 from mm.source.keepalive import REFRESH_PREFIX, RefreshClock
 from mm.source.plan import MirrorPlan
 from mm.source.reader import OPTION_PLAN, MirrorStreamReader
-from mm.source.shards import MirrorShard
+from mm.source.shard_map import ShardMap
+from mm.source.shards import MirrorTask
 from mm.source.spec import RangeSpec
 from mm.source.state import encode_state
-from mm.source.task import mirror_range
 from mm.source.topics import MirroredTopic
 from tests.support.fake_kafka import (
     TARGET,
@@ -30,6 +30,7 @@ from tests.support.fake_kafka import (
     fake_clients,
     runtime,
 )
+from tests.support.shard_runs import mirror_one
 
 pytestmark = pytest.mark.unit
 
@@ -63,7 +64,7 @@ def test_a_refresh_range_commits_the_same_position_and_metadata() -> None:
     target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (4, meta)}
     spec = RangeSpec(TOPIC, 0, TARGET_TOPIC, 4, 4, 0, {"refresh": True})
     events: list[tuple[str, dict[str, Any]]] = []
-    result = mirror_range(
+    result = mirror_one(
         rt,
         spec,
         log=lambda e, **kw: events.append((e, kw)),
@@ -80,16 +81,17 @@ def test_an_empty_range_without_refresh_commits_nothing() -> None:
     target = FakeCluster("B")
     rt = runtime()
     target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (4, "")}
-    mirror_range(
+    mirror_one(
         rt, RangeSpec(TOPIC, 0, TARGET_TOPIC, 4, 4, 0), clients=fake_clients(source, target, TARGET)
     )
     assert target.commits == []
 
 
-def _ranges(shards: Sequence[InputPartition]) -> list[RangeSpec]:
-    """The ranges of a batch's shards (a batch this small is one Spark task)."""
-    assert len(shards) == 1 and isinstance(shards[0], MirrorShard)
-    return list(shards[0].ranges)
+def _ranges(tasks: Sequence[InputPartition]) -> list[RangeSpec]:
+    """The ranges of a batch's one shard (a batch this small is one Spark task)."""
+    assert len(tasks) == 1 and isinstance(tasks[0], MirrorTask)
+    assert len(tasks[0].shards) == 1
+    return list(tasks[0].shards[0].ranges)
 
 
 def _reader(tmp_path: Path, ends: dict[str, int], interval: float) -> MirrorStreamReader:
@@ -107,6 +109,9 @@ def _reader(tmp_path: Path, ends: dict[str, int], interval: float) -> MirrorStre
     reader._committed_positions = lambda: {  # type: ignore[method-assign]
         (TARGET_TOPIC, p): 1 << 62 for p in range(2)
     }
+    # one shard over both partitions (the map's store is mm.source.shard_store's tests)
+    one_shard = ShardMap(1, 1, {(TARGET_TOPIC, p): 0 for p in range(2)})
+    reader._settled_map = lambda keys: one_shard  # type: ignore[method-assign]
     return reader
 
 

@@ -55,7 +55,12 @@ def test_mirror_creates_its_topics_on_the_target_only(
     flow = cfg.flow("A", "B")
     job.ensure_offset_syncs_topic(cfg, flow)
     job.ensure_ends_topic(cfg, flow)
-    assert created == [("B", "mm2-offset-syncs.A.internal"), ("B", "mm-mirror-ends.A.internal")]
+    job.ensure_shards_topic(cfg, flow)
+    assert created == [
+        ("B", "mm2-offset-syncs.A.internal"),
+        ("B", "mm-mirror-ends.A.internal"),
+        ("B", "mm-mirror-shards.A.internal"),
+    ]
 
 
 def test_mirror_tasks_write_offset_syncs_in_the_target_transactions(cfg: MirrorConfig) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,46 +23,13 @@ from support.mirror import (
     read_offset_syncs,
     read_topic_committed,
 )
+from support.shard_runs import fill, runtime_on
 
 from mm.kafka.rawlog import committed_view, read_log
 from mm.source.shard_run import ShardMapChangedError, ShardRun
 from mm.source.spec import FlowRuntime, RangeSpec
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def workers() -> Iterator[list[ClientPool]]:
-    """Two workers' pools, their clients closed before the clusters stop."""
-    pools = [ClientPool(), ClientPool()]
-    yield pools
-    for pool in pools:
-        pool.clear()
-
-
-def _runtime(a: Any, b: Any, name: str, **kw: Any) -> FlowRuntime:
-    return FlowRuntime(
-        source="A",
-        target="B",
-        source_consumer={"bootstrap.servers": a.bootstrap_servers},
-        source_producer={"bootstrap.servers": a.bootstrap_servers},
-        target_producer={"bootstrap.servers": b.bootstrap_servers},
-        target_consumer={"bootstrap.servers": b.bootstrap_servers},
-        offset_syncs_topic=f"syncs-{name}",
-        offset_syncs_on_target=False,
-        state_group=f"__mm.mirror.{name}",
-        transactional_id_prefix=f"mm.{name}",
-        source_profile=a.profile,
-        target_profile=b.profile,
-        **kw,
-    )
-
-
-def _fill(bootstrap: str, topic: str, partitions: int, count: int, tag: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(count):
-        p.produce(topic, f"{tag}-{i}".encode(), f"k{i % 5}".encode(), i % partitions)
-    assert p.flush(30) == 0
 
 
 def _markers_written(bootstrap: str, topic: str, partitions: int) -> None:
@@ -91,14 +58,14 @@ class Flow:
         for t in self.topics:
             create_topic(a.bootstrap_servers, t, partitions)
             create_topic(b.bootstrap_servers, f"A.{t}", partitions)
-        self.rt = _runtime(a, b, self.topics[0], **rt)
+        self.rt = runtime_on(a, b, self.topics[0], **rt)
         create_topic(a.bootstrap_servers, self.rt.offset_syncs_topic, 1)
         self.ends = {(t, p): 0 for t in self.topics for p in range(partitions)}
         self.shard_id = f"{self.rt.transactional_id_prefix}.g1.s0"
 
     def fill(self, count: int, tag: str) -> None:
         for t in self.topics:
-            _fill(self.a.bootstrap_servers, t, self.partitions, count, f"{t}-{tag}")
+            fill(self.a.bootstrap_servers, t, self.partitions, count, f"{t}-{tag}")
 
     def specs(self, up_to: int | None = None) -> list[RangeSpec]:
         out = []
@@ -218,3 +185,32 @@ def test_ranges_of_one_target_partition_twice_are_refused() -> None:
     spec = RangeSpec("t", 0, "A.t", 0, 1)
     with pytest.raises(ValueError, match="distinct target partitions"):
         ShardRun(rt, f"p.g1.s{uuid.uuid4().hex[:4]}", [spec, spec], pool=ClientPool())
+
+
+def test_two_shards_side_by_side_in_one_worker_translate_exactly(
+    cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
+) -> None:
+    """As a Spark task runs its shards (mm.source.reader.read): two shards of one flow
+    at once, in threads of one worker, the batches alternating between two workers;
+    every record's offset syncs translate it exactly."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    flow = Flow(cluster_a, cluster_b, unique_topic, 3, max_records_per_txn=40)
+    keys = sorted(flow.ends)
+    shards = {f"{flow.rt.transactional_id_prefix}.g1.s{s}": keys[s::2] for s in range(2)}
+    for batch in range(4):
+        flow.fill(120 + 37 * batch, f"b{batch}")
+        pool = workers[batch % 2]
+
+        def one(item: tuple[str, list[tuple[str, int]]], pool: ClientPool = pool) -> Any:
+            shard_id, members = item
+            specs = [RangeSpec(t, p, f"A.{t}", flow.ends[(t, p)], flow.ends[(t, p)] + 10**9)
+                     for t, p in members]  # fmt: skip
+            return ShardRun(flow.rt, shard_id, specs, pool=pool).run()
+
+        with ThreadPoolExecutor(2) as threads:
+            for results in threads.map(one, shards.items()):
+                for key, r in results.items():
+                    assert r.error is None, r
+                    flow.ends[key] = max(flow.ends[key], r.position)
+    flow.assert_exactly_once()

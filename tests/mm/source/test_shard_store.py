@@ -137,7 +137,7 @@ def test_a_second_driver_claiming_the_map_stops_the_first_from_recording(
     first, second = _store(cluster_b, source, prefix), _store(cluster_b, source, prefix)
     first.claim()
     second.claim()
-    with pytest.raises(MirrorError, match="was not recorded"):
+    with pytest.raises(MirrorError, match=r"record the shard map of .* on the target: .*fenced"):
         first.record(ShardMap(1, 1, {(topic, 0): 0}))
     second.record(ShardMap(1, 2, {(topic, 0): 0, (topic, 1): 1}))
     newest = _store(cluster_b, source, prefix).read()
@@ -157,3 +157,22 @@ def test_a_map_record_that_cannot_be_read_names_where_it_is(
         _store(cluster_b, source, prefix).read()
     assert f"{shards_topic(source)} offset 0" in str(err.value)
     assert "format 1" in str(err.value)
+
+
+def test_auto_keeps_the_recorded_count_and_a_new_flow_gets_the_formulas(
+    cluster_b: KafkaCluster, flow: tuple[str, str, str]
+) -> None:
+    source, topic, prefix = flow
+    parts = [(topic, p) for p in range(3)]
+    store = _store(cluster_b, source, prefix)
+    # no map yet: two shards per core, at most one per partition
+    first = settle(store, parts, 0, _fencer(cluster_b), cores=1)
+    assert (first.map.generation, first.map.shards, first.new_generation) == (1, 2, True)
+    # auto never starts a generation by itself, whatever the cores now
+    again = settle(store, parts, 0, _fencer(cluster_b), cores=8)
+    assert again.map == first.map and not again.changed
+    # a count set explicitly does
+    third = settle(store, parts, 3, _fencer(cluster_b), cores=8)
+    assert (third.map.generation, third.map.shards) == (2, 3)
+    assert third.fence == tuple(first.map.transactional_ids(prefix))
+    store.close()
