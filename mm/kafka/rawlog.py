@@ -103,18 +103,37 @@ class Connection:
     def __init__(self, address: str, timeout: float, client_id: str = "mm-raw-log") -> None:
         host, _, port = address.split(",")[0].strip().rpartition(":")
         self.address = f"{host}:{port}"
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        self.timeout = timeout
+        try:
+            # the timeout bounds every later send and receive too: a broker that
+            # restarts or freezes mid-request never leaves a read waiting forever
+            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        except OSError as exc:
+            raise RawLogError(f"{self.address}: could not connect: {_cause(exc)}") from None
         self.correlation = 0
         self.client_id = client_id.encode()
 
     def request(self, api_key: int, version: int, body: bytes) -> bytes:
+        """Sends one request and returns its response (after the correlation id); a
+        broker that does not answer within the connection's timeout, or drops it, is a
+        RawLogError naming the broker and the request."""
         self.correlation += 1
         cid = self.client_id
         header = struct.pack(">hhih", api_key, version, self.correlation, len(cid)) + cid
         msg = header + body
-        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
-        (size,) = struct.unpack(">i", self._read(4))
-        data = self._read(size)
+        try:
+            self.sock.sendall(struct.pack(">i", len(msg)) + msg)
+            (size,) = struct.unpack(">i", self._read(4))
+            data = self._read(size)
+        except TimeoutError:
+            raise RawLogError(
+                f"{self.address}: no answer to request {api_key} (v{version}) within "
+                f"{self.timeout:g}s: the broker is frozen, restarting or overloaded"
+            ) from None
+        except OSError as exc:
+            raise RawLogError(
+                f"{self.address}: request {api_key} (v{version}) failed: {_cause(exc)}"
+            ) from None
         (corr,) = struct.unpack(">i", data[:4])
         if corr != self.correlation:
             raise RawLogError(
@@ -139,6 +158,13 @@ class Connection:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _cause(exc: OSError) -> str:
+    """An OSError as a short cause (``connection refused``, ``timed out``, ...)."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return exc.strerror.lower() if exc.strerror else type(exc).__name__
 
 
 class _Reader:
