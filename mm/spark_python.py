@@ -67,6 +67,36 @@ def leave_foreground_group() -> None:
         pass
 
 
+def gave_up_on_us(exc: BaseException) -> bool:
+    """PySpark's CANNOT_OPEN_SOCKET: the process could not connect back to its JVM.
+
+    Spark's JVM waits 10 s for a Python process it started to connect and
+    authenticate, then fails the task or query ("Python worker failed to connect
+    back") and closes its socket; a process that starts later than that on a
+    starved host (seen: a 2-core machine running four test workers) finds nobody
+    there. The JVM has already reported it, and the job restarts the query.
+    Recognised by name: this module imports nothing of PySpark."""
+    condition = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    return (
+        type(exc).__name__ == "PySparkRuntimeError"
+        and callable(condition)
+        and condition() == "CANNOT_OPEN_SOCKET"
+    )
+
+
+def _end_quietly(line: str | None = None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is sys.stderr and line:
+                stream.write(line + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    # not sys.exit: at shutdown the interpreter would flush the socket's file
+    # again and print "Exception ignored" with the same broken pipe
+    os._exit(1)
+
+
 def run_until_hung_up(module: str) -> None:
     """Runs ``module`` as ``python -m`` would; a hang-up reaching the top ends the process
     with code 1 and no traceback.
@@ -79,19 +109,21 @@ def run_until_hung_up(module: str) -> None:
     although nothing had gone wrong. Only an exception that reached the top of
     the process is taken, so the runner has already done what it does with an
     error (send it to the JVM); the JVM, which closed the socket, knows the query
-    ended. Every other exception is printed as before.
+    ended. A process the JVM had given up waiting for (:func:`gave_up_on_us`) ends
+    with one line saying so. Every other exception is printed as before.
     """
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except HUNG_UP:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        # not sys.exit: at shutdown the interpreter would flush the socket's file
-        # again and print "Exception ignored" with the same broken pipe
-        os._exit(1)
+        _end_quietly()
+    except Exception as exc:
+        if not gave_up_on_us(exc):
+            raise
+        _end_quietly(
+            f"mm-spark-python: {module} started too late for its Spark JVM, which had "
+            f"stopped waiting for it ({exc}); Spark reports the failure and the job "
+            "runs the query again"
+        )
 
 
 def main() -> None:

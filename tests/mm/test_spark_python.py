@@ -210,3 +210,40 @@ def test_a_spark_process_the_jvm_hung_up_on_ends_quietly(
         assert out.stderr == "", out.stderr
     else:
         assert "Traceback" in out.stderr and "ValueError: a real failure" in out.stderr, out
+
+
+# a Spark planner process started after its JVM stopped waiting: the JVM's socket
+# listens (here: nobody accepts in time), the authentication gets no answer
+LATE = (
+    "import os, socket\n"
+    "from pyspark.util import local_connect_and_auth\n"
+    "jvm = socket.create_server(('127.0.0.1', 0))\n"
+    "os.environ['SPARK_AUTH_SOCKET_TIMEOUT'] = '1'\n"
+    "local_connect_and_auth(jvm.getsockname()[1], 'secret')\n"
+)
+
+
+@pytest.mark.unit
+def test_a_spark_process_its_jvm_stopped_waiting_for_ends_in_one_line(tmp_path: Path) -> None:
+    """On a starved host a Spark Python process can start after its JVM's 10 s wait
+    ended (seen: `mm run` under a loaded test suite, PySpark's CANNOT_OPEN_SOCKET
+    traceback on the driver's stderr while the job restarted the query): code 1 and
+    one line naming the module, no traceback."""
+    (tmp_path / "late.py").write_text(LATE)
+    import mm
+
+    root = str(Path(mm.__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [str(LAUNCHER), "-m", "late"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("mm-spark-python: late started too late for its Spark JVM")
+    assert "CANNOT_OPEN_SOCKET" in lines[0]
