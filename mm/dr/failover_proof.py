@@ -41,17 +41,42 @@ COPY_WINDOW = 10_000
 Key = tuple[str, int]
 
 
+@dataclass(frozen=True)
+class MirroredEnd:
+    """A translation to the end of what was mirrored: nothing follows it on the target,
+    the target's last record before it is the copy of source offset ``last_copied``
+    (below the checkpoint's), and the source's next record for the group,
+    ``first_missing``, never reached the target."""
+
+    last_copied: int
+    first_missing: int
+
+
 def classify(
     verdict: str | None,
     checkpointed: int,
     on_source: int | None,
     copy_from: int | None = None,
+    mirrored_end: MirroredEnd | None = None,
 ) -> tuple[str, str]:
     """(status, reason) of one translation: ``verdict`` is the content proof's (None:
     exact), ``checkpointed`` the checkpoint's source offset, ``on_source`` the group's
     committed offset on the source now (None: none or unknown), ``copy_from`` where the
     translation is not exact: the source offset of the record found next on the
-    target, when it is one before ``checkpointed`` (the translation is behind)."""
+    target, when it is one before ``checkpointed`` (the translation is behind).
+
+    ``mirrored_end``: the content proof found nothing after the translation on the
+    target, and the record before it is the copy of one the group had read. That is
+    the exact translation (one past the last mirrored record below the group's
+    offset): the group skips nothing that reached the target and reads nothing
+    again there; the source records from ``first_missing`` on are the failover's
+    loss, which the failover point counts, not the translation's."""
+    if verdict is not None and mirrored_end is not None:
+        return PROVEN, (
+            f"exact at the end of what was mirrored: the target's last record before it "
+            f"is the copy of source offset {mirrored_end.last_copied}; source offsets from "
+            f"{mirrored_end.first_missing} on never reached the target (the failover's loss)"
+        )
     if verdict is not None:
         if copy_from is not None and copy_from < checkpointed:
             return CONSERVATIVE, (
@@ -155,6 +180,7 @@ def prove_failover(
                 src_start, src_end = src_bounds.get((topic, p), (0, 0))
                 tgt_end = tgt_ends.get((tt, p), 0)
                 copy_from = None
+                at_end = None
                 try:
                     src_next, tgt_next = translation_records(
                         f, tgt_meta, (topic, p), up_offset, down_offset, src_end, tgt_end
@@ -164,9 +190,33 @@ def prove_failover(
                         copy_from = source_offset_of_copy(
                             f, (topic, p), tgt_next, up_offset, COPY_WINDOW, src_start
                         )
+                    elif verdict is not None and src_next is not None:
+                        at_end = _mirrored_end(f, tgt_meta, (topic, p), src_next.offset,
+                                               up_offset, down_offset, src_start)  # fmt: skip
                 except Exception as exc:  # a record gone to retention, a read refused
                     verdict = f"could not be read: {exc}"
                 now = None if not isinstance(committed, dict) else committed.get((topic, p))
-                status, reason = classify(verdict, up_offset, now, copy_from)
+                status, reason = classify(verdict, up_offset, now, copy_from, at_end)
             proof.partitions.append(PartitionProof(group, tt, p, status, reason))
     return proof
+
+
+def _mirrored_end(
+    f: Any,
+    tgt_meta: Any,
+    key: Key,
+    first_missing: int,
+    upstream: int,
+    downstream: int,
+    src_start: int,
+) -> MirroredEnd | None:
+    """:class:`MirroredEnd` when the target's last committed record before
+    ``downstream`` (within :data:`COPY_WINDOW` offsets) is the copy of a source record
+    below ``upstream``; None otherwise (nothing before it there, or not a copy)."""
+    from mm.dr.switchover_run import last_before, source_offset_of_copy
+
+    last = last_before(f, tgt_meta, key, downstream, COPY_WINDOW)
+    if last is None:
+        return None
+    copied = source_offset_of_copy(f, key, last, upstream, COPY_WINDOW, src_start)
+    return None if copied is None else MirroredEnd(copied, first_missing)

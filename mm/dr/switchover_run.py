@@ -412,6 +412,25 @@ def translation_records(
     return src_next, tgt_next
 
 
+def last_before(
+    f: FlowReads, tgt_meta: reads.ClusterMeta, key: Key, downstream: int, window: int
+) -> LogRecord | None:
+    """The last committed record of the target's copy of ``key`` below ``downstream``
+    and at most ``window`` offsets back (None: none there)."""
+    topic, partition = key
+    tt = f.remote[topic]
+    start = max(0, downstream - window)
+    if downstream <= start:
+        return None
+    leader = tgt_meta.leader(tt, partition, f"cluster {f.flow.target}")
+    last = None
+    for r in f.tgt_reader.scan(
+        leader, tt, partition, start, downstream, ScanStats(), timeout=f.timeout
+    ):
+        last = r
+    return last
+
+
 def source_offset_of_copy(
     f: FlowReads, key: Key, copy: LogRecord, below: int, window: int, log_start: int
 ) -> int | None:

@@ -287,7 +287,14 @@ def test_the_divergence_starts_where_the_content_differs() -> None:
 
 @pytest.mark.unit
 def test_a_failover_translation_is_proven_conservative_or_unprovable() -> None:
-    from mm.dr.failover_proof import CONSERVATIVE, PROVEN, UNPROVABLE, FailoverProof, classify
+    from mm.dr.failover_proof import (
+        CONSERVATIVE,
+        PROVEN,
+        UNPROVABLE,
+        FailoverProof,
+        MirroredEnd,
+        classify,
+    )
     from mm.dr.failover_proof import PartitionProof as P
 
     assert classify(None, 10, 10)[0] == PROVEN
@@ -300,6 +307,14 @@ def test_a_failover_translation_is_proven_conservative_or_unprovable() -> None:
     assert status == CONSERVATIVE and "reads source offsets 7-9 again" in reason
     # the copy of a later record: it would skip, never conservative
     assert classify("not its copy", 10, 10, copy_from=12)[0] == UNPROVABLE
+    # nothing after the translation on the target, whose last record is the copy of
+    # source offset 8, the group's next (10) never mirrored: exact at the mirrored end
+    # (seen in a drill on user clusters: a checkpoint newer than the mirror's last copy)
+    nothing_follows = "source record 10 is next for the group, but nothing follows"
+    status, reason = classify(nothing_follows, 10, 12, mirrored_end=MirroredEnd(8, 10))
+    assert status == PROVEN, reason
+    assert "copy of source offset 8" in reason and "from 10 on never reached" in reason
+    assert classify(nothing_follows, 10, 10)[0] == UNPROVABLE  # no such copy found
     proof = FailoverProof(
         True, None, [P("g", "A.t", 0, PROVEN, "x"), P("g", "A.t", 1, UNPROVABLE, "y")]
     )
