@@ -176,6 +176,24 @@ HANGS_UP = (
 )
 
 
+def _launch_module(tmp_path: Path, name: str, body: str) -> subprocess.CompletedProcess[str]:
+    """``mm-spark-python -m <name>`` for a module of ``body``, as Spark starts one."""
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.fail(f"{LAUNCHER} is not installed: reinstall the project (pip install -e .)")
+    (tmp_path / f"{name}.py").write_text(body)
+    import mm
+
+    root = str(Path(mm.__file__).resolve().parent.parent)
+    return subprocess.run(
+        [str(LAUNCHER), "-m", name],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize(
     "body, quiet",
@@ -191,20 +209,7 @@ def test_a_spark_process_the_jvm_hung_up_on_ends_quietly(
     """A Spark Python process (the streaming source's planner, seen: `mm mirror` stopped
     by SIGTERM) whose JVM closed the socket ends with code 1 and no traceback; any
     other exception reaching the top is printed as Python prints it."""
-    if not os.access(LAUNCHER, os.X_OK):
-        pytest.fail(f"{LAUNCHER} is not installed: reinstall the project (pip install -e .)")
-    (tmp_path / "hangup.py").write_text(body)
-    import mm
-
-    root = str(Path(mm.__file__).resolve().parent.parent)
-    out = subprocess.run(
-        [str(LAUNCHER), "-m", "hangup"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _launch_module(tmp_path, "hangup", body)
     assert out.returncode == 1, out
     if quiet:
         assert out.stderr == "", out.stderr
@@ -229,18 +234,7 @@ def test_a_spark_process_its_jvm_stopped_waiting_for_ends_in_one_line(tmp_path: 
     ended (seen: `mm run` under a loaded test suite, PySpark's CANNOT_OPEN_SOCKET
     traceback on the driver's stderr while the job restarted the query): code 1 and
     one line naming the module, no traceback."""
-    (tmp_path / "late.py").write_text(LATE)
-    import mm
-
-    root = str(Path(mm.__file__).resolve().parent.parent)
-    out = subprocess.run(
-        [str(LAUNCHER), "-m", "late"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _launch_module(tmp_path, "late", LATE)
     assert out.returncode == 1, out
     assert "Traceback" not in out.stderr, out.stderr
     lines = out.stderr.splitlines()
