@@ -266,7 +266,15 @@ def takeover(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> Take
 
     # 1. the real MirrorMaker 2 mirrors T1 and emits checkpoints
     mm2 = MirrorMaker2(
-        tmp / "mm2", a, b, topics=t1, groups=f"{t1_groups['billing']}, {t1_groups['audit']}"
+        tmp / "mm2",
+        a,
+        b,
+        topics=t1,
+        groups=f"{t1_groups['billing']}, {t1_groups['audit']}",
+        # MM2 sends a partition's delayed syncs at its offset commits: every 5 s, not 60
+        # (at 60 s, two of four runs here had fewer than two syncs per partition after
+        # the 120 s wait below)
+        extra={"B.offset.flush.interval.ms": 5000},  # the worker of target B
     )
     try:
         source1 = read_topic(a, t1, PARTITIONS)
@@ -283,7 +291,7 @@ def takeover(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> Take
         mark("MM2 mirrored everything")
 
         # MM2 sends a partition's newest sync only with the next record or its next offset
-        # commit (offset.flush.interval.ms, 60 s): do not wait for it. Syncs it sent:
+        # commit (offset.flush.interval.ms, 5 s above): do not wait for it. Syncs it sent:
         def some_syncs() -> dict[int, list[tuple[int, int]]] | None:
             by_p = syncs_by_partition(read_offset_syncs(a, SYNCS_TOPIC), t1)
             return by_p if all(len(by_p.get(p, [])) >= 2 for p in range(PARTITIONS)) else None
