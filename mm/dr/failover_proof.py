@@ -25,9 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mm.config import FlowConfig, MirrorConfig
+
+if TYPE_CHECKING:  # imported where used: the proof's readers load Kafka clients
+    from mm.dr.switchover_run import FlowReads
+    from mm.verify.reads import ClusterMeta
 
 PROVEN = "proven"
 CONSERVATIVE = "conservative"
@@ -202,8 +206,8 @@ def prove_failover(
 
 
 def _mirrored_end(
-    f: Any,
-    tgt_meta: Any,
+    f: FlowReads,
+    tgt_meta: ClusterMeta,
     key: Key,
     first_missing: int,
     upstream: int,
