@@ -10,12 +10,21 @@ __version__ = "0.1.0"
 from mm_client.checkpoints_reader import CheckpointSnapshot, read_checkpoints
 from mm_client.cluster_errors import CheckpointsUnavailableError, ClusterUnavailableError
 from mm_client.consumers import (
+    Applied,
     assign_translated,
     commit_group_offsets,
     commit_translated,
     seek_to_translated,
 )
-from mm_client.errors import KafkaOperationError, MirrorError, RecordDecodeError
+from mm_client.errors import (
+    FailoverRefusedError,
+    KafkaOperationError,
+    MirrorError,
+    NoCheckpointsError,
+    RecordDecodeError,
+    RewindRefusedError,
+    TopicNotOnTargetError,
+)
 from mm_client.failover import FailoverPlan, plan_failover, translate_all, translate_offsets
 from mm_client.fallback import ApproximateOffset, TimestampTranslation, translate_by_timestamp
 from mm_client.policy import (
@@ -31,11 +40,14 @@ from mm_client.remote import (
     heartbeat_topics,
     remote_topics,
     replication_hops,
+    target_topics,
     upstream_clusters,
 )
 from mm_client.topic_partition import TopicPartition
+from mm_client.translated import TranslatedOffsets
 
 __all__ = [
+    "Applied",
     "ApproximateOffset",
     "Checkpoint",
     "CheckpointSnapshot",
@@ -43,15 +55,20 @@ __all__ = [
     "ClusterUnavailableError",
     "DefaultReplicationPolicy",
     "FailoverPlan",
+    "FailoverRefusedError",
     "Heartbeat",
     "IdentityReplicationPolicy",
     "KafkaOperationError",
     "MirrorError",
+    "NoCheckpointsError",
     "OffsetSync",
     "RecordDecodeError",
     "ReplicationPolicy",
+    "RewindRefusedError",
     "TimestampTranslation",
+    "TopicNotOnTargetError",
     "TopicPartition",
+    "TranslatedOffsets",
     "__version__",
     "assign_translated",
     "checkpoint_topics",
@@ -64,6 +81,7 @@ __all__ = [
     "remote_topics",
     "replication_hops",
     "seek_to_translated",
+    "target_topics",
     "translate_all",
     "translate_by_timestamp",
     "translate_offsets",

@@ -144,6 +144,7 @@ class CheckpointSnapshot:
         "_latest",
         "bootstrap_servers",
         "end_offsets",
+        "other_groups",
         "records",
         "skipped",
         "skipped_at",
@@ -160,6 +161,7 @@ class CheckpointSnapshot:
         skipped: int,
         end_offsets: Mapping[int, int],
         skipped_at: list[SkippedRecord] | None = None,
+        other_groups: set[str] | None = None,
     ) -> None:
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
@@ -168,6 +170,8 @@ class CheckpointSnapshot:
         self.skipped = skipped
         self.skipped_at = list(skipped_at or ())
         self.end_offsets = dict(end_offsets)
+        # groups whose keys were seen but not selected (their checkpoints not kept)
+        self.other_groups = frozenset(other_groups or ())
 
     def __repr__(self) -> str:
         return (
@@ -260,6 +264,7 @@ def read_checkpoints(
         skipped=reader.skipped,
         end_offsets=ends,
         skipped_at=reader.skipped_at,
+        other_groups=reader.other_groups,
     )
 
 
@@ -274,7 +279,8 @@ def _partitions(
         except KafkaException as exc:
             raise CheckpointsUnavailableError(
                 f"cannot read checkpoints topic {topic}: cluster {bootstrap} did not answer "
-                f"within {deadline.timeout:g}s ({describe_exception(exc)}){trail.describe()}",
+                f"within {deadline.timeout:g}s ({describe_exception(exc)})"
+                f"{trail.describe(consumer)}",
                 bootstrap_servers=bootstrap,
                 topic=topic,
                 reason="unreachable",
@@ -344,6 +350,7 @@ class _Reader:
         "_match",
         "_suffixes",
         "latest",
+        "other_groups",
         "records",
         "skipped",
         "skipped_at",
@@ -358,6 +365,8 @@ class _Reader:
         self._group_slots: dict[bytes, object] = {}
         # topic STRING + partition INT32 bytes -> TopicPartition | _BAD
         self._suffixes: dict[bytes, object] = {}
+        # groups seen but not selected (named when a selected group has no checkpoint)
+        self.other_groups: set[str] = set()
         self.records = 0
         self.skipped = 0
         self.skipped_at: list[SkippedRecord] = []
@@ -397,7 +406,10 @@ class _Reader:
             group = group_bytes.decode("utf-8")
         except UnicodeDecodeError:
             return _BAD
-        return self.latest.setdefault(group, {}) if self._match(group) else None
+        if self._match(group):
+            return self.latest.setdefault(group, {})
+        self.other_groups.add(group)
+        return None
 
     def read(
         self,

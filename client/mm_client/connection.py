@@ -16,6 +16,7 @@ get a unique ``group.id`` only because librdkafka wants one.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -24,8 +25,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mm_client.cluster_errors import ClusterUnavailableError
-from mm_client.kafka.clients import new_admin, reader_conf, throwaway_group
+from mm_client.diagnosis import diagnose
+from mm_client.kafka.clients import LIBRDKAFKA_LOGGER, new_admin, reader_conf, throwaway_group
 from mm_client.kafka.errors import describe_exception, error_code
+from mm_client.kafka_python_config import is_kafka_python_style, map_kafka_python
 from mm_client.policy import DefaultReplicationPolicy, ReplicationPolicy, policy_from_class_name
 
 __all__ = [
@@ -38,6 +41,8 @@ __all__ = [
     "prepare",
     "throwaway_consumer_conf",
 ]
+
+logger = logging.getLogger("mm_client.config")
 
 POLICY_KEYS: Final = (
     "replication.policy.class",
@@ -59,14 +64,25 @@ def prepare(
 
     An explicit ``replication_policy`` wins over policy keys in ``config``; with
     neither, MM2's default (``DefaultReplicationPolicy``, separator ``.``).
-    Raises ``ValueError`` when no bootstrap servers are configured.
+    kafka-python style keys are mapped first (:func:`map_kafka_python`). Raises
+    ``ValueError`` when no bootstrap servers are configured, or a kafka-python key
+    cannot be mapped.
     """
     if not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping of librdkafka properties, got {type(config)}")
     conf = dict(config)
+    if is_kafka_python_style(conf):
+        mapped = map_kafka_python(conf)
+        conf = mapped.properties
+        logger.info("%s", mapped.note())
     policy_props = {key: conf.pop(key) for key in POLICY_KEYS if key in conf}
     if not (conf.get("bootstrap.servers") or conf.get("metadata.broker.list")):
-        raise ValueError("config has no bootstrap.servers")
+        given = ", ".join(sorted(map(str, conf))) or "nothing"
+        raise ValueError(
+            "config has no bootstrap.servers: expected librdkafka properties "
+            "({'bootstrap.servers': 'host:9092', ...}) or kafka-python settings "
+            f"({{'bootstrap_servers': 'host:9092', ...}}); got {given}"
+        )
     if replication_policy is not None:
         return conf, replication_policy
     if not policy_props:
@@ -108,31 +124,63 @@ class Deadline:
 
 
 class ErrorTrail:
-    """An ``error_cb`` that remembers the last client error (and calls the user's one).
+    """Remembers why a client could not reach its cluster: an ``error_cb`` and a log sink.
 
-    librdkafka reports "cannot connect" through ``error_cb`` only, so this is what
-    lets a timeout message say *why* the cluster did not answer.
+    librdkafka says *why* it cannot connect (DNS, refused, TLS, SASL) in its log
+    lines and ``error_cb`` only, not in the timeout it raises; this is what lets a
+    timeout message name the cause (:func:`mm_client.diagnosis.diagnose`). Both
+    are delivered when the client's queue is served, so :meth:`describe` serves it
+    first. Every callback and log line still reaches the caller's own ``error_cb``
+    and ``logger`` (by default :data:`LIBRDKAFKA_LOGGER`, quiet unless the
+    application configures logging).
     """
 
-    __slots__ = ("_chained", "last")
+    __slots__ = ("_chained", "_lines", "_logger", "last")
 
-    def __init__(self, chained: Callable[[KafkaError], None] | None = None) -> None:
+    _KEPT: Final = 20
+
+    def __init__(
+        self, chained: Callable[[KafkaError], None] | None = None, logger: Any = None
+    ) -> None:
         self._chained = chained
+        self._logger = logger if logger is not None else LIBRDKAFKA_LOGGER
+        self._lines: list[str] = []
         self.last: KafkaError | None = None
 
     @classmethod
     def install(cls, conf: dict[str, Any]) -> ErrorTrail:
-        """Replace ``conf["error_cb"]`` by a trail that still calls the original."""
-        trail = cls(conf.pop("error_cb", None))
+        """Replace ``conf``'s ``error_cb`` and ``logger`` by a trail that still calls them."""
+        trail = cls(conf.pop("error_cb", None), conf.pop("logger", None))
         conf["error_cb"] = trail
+        conf["logger"] = trail
         return trail
 
     def __call__(self, err: KafkaError) -> None:
         self.last = err
+        self._remember(err.str())
         if self._chained is not None:
             self._chained(err)
 
-    def describe(self) -> str:
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        """What confluent-kafka calls on a ``logger`` for each librdkafka line."""
+        self._remember(msg % args if args else msg)
+        self._logger.log(level, msg, *args)
+
+    def _remember(self, line: str) -> None:
+        self._lines.append(line)
+        del self._lines[: -self._KEPT]
+
+    def describe(self, client: Any = None) -> str:
+        """`` (<cause>)`` for an error message, or ``""`` when nothing was reported.
+
+        ``client`` (still open): its queue is served first, so the lines it has
+        not delivered yet count.
+        """
+        if client is not None:
+            client.poll(0)
+        cause = diagnose(self._lines)
+        if cause is not None:
+            return f" ({cause})"
         return f" (last client error: {self.last.str()})" if self.last is not None else ""
 
 
@@ -179,7 +227,7 @@ def list_topic_names(config: Mapping[str, Any], timeout: float) -> set[str]:
     except KafkaException as exc:
         raise ClusterUnavailableError(
             f"cluster {bootstrap} did not return topic metadata within {timeout:g}s: "
-            f"{describe_exception(exc)}{trail.describe()}",
+            f"{describe_exception(exc)}{trail.describe(admin)}",
             bootstrap_servers=bootstrap,
             code=error_code(exc),
         ) from exc

@@ -28,6 +28,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from confluent_kafka import (
@@ -49,10 +50,22 @@ from mm_client.connection import (
     prepare,
 )
 from mm_client.errors import KafkaOperationError
+from mm_client.guards import (
+    misnamed_topics,
+    refuse_rewinds,
+    require_offsets,
+    reset_outcome,
+    rewinds,
+    without_checkpoint,
+)
 from mm_client.kafka.errors import describe_exception, error_code, kafka_error, wrap
+from mm_client.policy import DefaultReplicationPolicy
+from mm_client.target_view import TargetView, admin_view, target_view
 from mm_client.topic_partition import TopicPartition
+from mm_client.translated import TranslatedOffsets
 
 __all__ = [
+    "Applied",
     "assign_translated",
     "commit_group_offsets",
     "commit_translated",
@@ -91,6 +104,12 @@ def _checked(offsets: Offsets) -> dict[TopicPartition, int]:
     return dict(sorted(out.items()))
 
 
+def _wanted(offsets: Offsets) -> dict[TopicPartition, int]:
+    """The offsets checked, or :class:`NoCheckpointsError` when there are none."""
+    require_offsets(offsets)  # type: ignore[arg-type]
+    return _checked(offsets)
+
+
 def _topic_partition_of(item: Any) -> TopicPartition:
     """(topic, partition) of a confluent/kafka-python TopicPartition or a tuple."""
     if isinstance(item, KafkaTopicPartition):
@@ -99,10 +118,70 @@ def _topic_partition_of(item: Any) -> TopicPartition:
     return TopicPartition(topic, partition)
 
 
+@dataclass(frozen=True)
+class Applied:
+    """What a commit helper did: the offsets committed for ``group`` and what it saw.
+
+    * ``without_checkpoint``: partitions of the same topics that got no offset, and
+      ``outcome``, what they do when the group's consumer starts;
+    * ``rewound``: partitions moved backwards (only with ``allow_rewind=True``):
+      partition -> (committed before, committed now).
+    """
+
+    group: str | None
+    offsets: dict[TopicPartition, int]
+    without_checkpoint: tuple[TopicPartition, ...] = ()
+    outcome: str = ""
+    rewound: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+
+
+def _judge(
+    view: TargetView,
+    wanted: dict[TopicPartition, int],
+    offsets: Offsets,
+    allow_rewind: bool,
+) -> Applied:
+    """Refuse a misnamed topic or a backward move; name the partitions left uncovered."""
+    source_alias = offsets.source_alias if isinstance(offsets, TranslatedOffsets) else None
+    if view.group is None and isinstance(offsets, TranslatedOffsets):
+        view = replace(view, group=offsets.group)
+    misnamed_topics(
+        {tp.topic for tp in wanted},
+        view.topics,
+        DefaultReplicationPolicy(),
+        source_alias,
+        view.cluster,
+    )
+    moves = rewinds(wanted, view.committed)
+    if not allow_rewind:
+        refuse_rewinds(view.group, moves, view.cluster)
+    uncovered = without_checkpoint(wanted, view.partition_counts)
+    outcome = reset_outcome(view.reset)
+    if uncovered:
+        logger.warning(
+            "group %s: %d partition(s) have no translated offset and will %s: %s",
+            view.group,
+            len(uncovered),
+            outcome,
+            ", ".join(map(str, uncovered)),
+        )
+    if moves:
+        logger.warning(
+            "group %s moved backwards on %s (allow_rewind=True): %s",
+            view.group,
+            view.cluster,
+            ", ".join(f"{tp} {a} -> {b}" for tp, (a, b) in moves.items()),
+        )
+    return Applied(view.group, wanted, tuple(uncovered), outcome if uncovered else "", moves)
+
+
 def assign_translated(
     consumer: Any,
     offsets: Offsets,
     partitions: Iterable[Any] | None = None,
+    *,
+    allow_rewind: bool = False,
+    timeout: float = 30.0,
 ) -> list[TopicPartition]:
     """Assign partitions with consumption starting at the translated offsets.
 
@@ -112,14 +191,22 @@ def assign_translated(
     offset, the others where they would anyway (committed offset or reset
     policy; a confluent partition's own offset is kept). Replaces the current
     assignment. Returns the partitions that got a translated offset.
+
+    Refuses (:class:`~mm_client.errors.FailoverRefusedError`, nothing assigned)
+    empty ``offsets`` (a group without checkpoints), a topic the cluster does not
+    have (the source name instead of the remote one), and, unless
+    ``allow_rewind``, an offset behind what the consumer's group has already
+    committed there. Partitions of the same topics without an offset are named
+    in a warning with what they will do.
     """
-    wanted = _checked(offsets)
     kind = consumer_kind(consumer)
+    wanted = _wanted(offsets)
     if partitions is None:
         chosen: list[tuple[TopicPartition, Any]] = [(tp, None) for tp in wanted]
     else:
         chosen = [(_topic_partition_of(item), item) for item in partitions]
     translated = [tp for tp, _ in chosen if tp in wanted]
+    _judge(target_view(consumer, kind, wanted, timeout), wanted, offsets, allow_rewind)
     if kind == "confluent":
         assignment = []
         for tp, item in chosen:
@@ -143,7 +230,7 @@ def assign_translated(
 
 
 def seek_to_translated(
-    consumer: Any, offsets: Offsets, *, timeout: float = 10.0
+    consumer: Any, offsets: Offsets, *, timeout: float = 10.0, allow_rewind: bool = False
 ) -> list[TopicPartition]:
     """Seek the consumer's *assigned* partitions to their translated offsets.
 
@@ -153,28 +240,29 @@ def seek_to_translated(
     for a few milliseconds (``_STATE``); the seek is retried for up to
     ``timeout`` seconds. Inside a confluent ``on_assign`` callback use
     :func:`assign_translated` with the callback's partitions instead.
+
+    Refuses empty ``offsets`` and, unless ``allow_rewind``, a seek behind the
+    group's committed offset, as :func:`assign_translated` does.
     """
-    wanted = _checked(offsets)
     kind = consumer_kind(consumer)
-    sought: list[TopicPartition] = []
+    wanted = _wanted(offsets)
+    assigned = {_topic_partition_of(ktp) for ktp in consumer.assignment()}
+    mine = {tp: o for tp, o in wanted.items() if tp in assigned}
+    if mine:
+        view = target_view(consumer, kind, mine, timeout)
+        _judge(view, mine, offsets, allow_rewind)
     if kind == "confluent":
-        assigned = {_topic_partition_of(ktp) for ktp in consumer.assignment()}
         deadline = Deadline(timeout)
-        for tp, offset in wanted.items():
-            if tp in assigned:
-                _confluent_seek(consumer, KafkaTopicPartition(*tp, offset), deadline)
-                sought.append(tp)
+        for tp, offset in mine.items():
+            _confluent_seek(consumer, KafkaTopicPartition(*tp, offset), deadline)
     else:
         kafka = importlib.import_module("kafka")
-        assigned = {_topic_partition_of(ktp) for ktp in consumer.assignment()}
-        for tp, offset in wanted.items():
-            if tp in assigned:
-                consumer.seek(kafka.TopicPartition(tp.topic, tp.partition), offset)
-                sought.append(tp)
-    ignored = len(wanted) - len(sought)
+        for tp, offset in mine.items():
+            consumer.seek(kafka.TopicPartition(tp.topic, tp.partition), offset)
+    ignored = len(wanted) - len(mine)
     if ignored:
         logger.debug("%d translated partition(s) not assigned to this consumer", ignored)
-    return sought
+    return list(mine)
 
 
 def _confluent_seek(consumer: Consumer, target: KafkaTopicPartition, deadline: Deadline) -> None:
@@ -195,19 +283,25 @@ def _confluent_seek(consumer: Consumer, target: KafkaTopicPartition, deadline: D
             time.sleep(0.01)
 
 
-def commit_translated(consumer: Any, offsets: Offsets, *, timeout: float = 30.0) -> None:
+def commit_translated(
+    consumer: Any, offsets: Offsets, *, timeout: float = 30.0, allow_rewind: bool = False
+) -> Applied:
     """Commit the translated offsets for the consumer's group (synchronously).
 
-    Raises :class:`~mm_client.errors.KafkaOperationError` naming the partitions
-    the broker refused (e.g. the group has active members on the target).
+    For a service that ``subscribe()``s: commit before it joins the group on the
+    target, and the group starts there. Refuses what would skip or re-read
+    silently, as :func:`assign_translated` does (nothing committed then). Raises
+    :class:`~mm_client.errors.KafkaOperationError` naming the partitions the
+    broker refused (e.g. the group has active members on the target).
     """
-    wanted = _checked(offsets)
-    if not wanted:
-        return
-    if consumer_kind(consumer) == "confluent":
+    kind = consumer_kind(consumer)
+    wanted = _wanted(offsets)
+    applied = _judge(target_view(consumer, kind, wanted, timeout), wanted, offsets, allow_rewind)
+    if kind == "confluent":
         _confluent_commit(consumer, wanted)
     else:
         _kafka_python_commit(consumer, wanted, timeout)
+    return applied
 
 
 def _confluent_commit(consumer: Consumer, wanted: dict[TopicPartition, int]) -> None:
@@ -252,26 +346,33 @@ def _kafka_python_commit(consumer: Any, wanted: dict[TopicPartition, int], timeo
 
 
 def commit_group_offsets(
-    config: Mapping[str, Any], group: str, offsets: Offsets, timeout: float = 30.0
-) -> None:
+    config: Mapping[str, Any],
+    group: str,
+    offsets: Offsets,
+    timeout: float = 30.0,
+    *,
+    allow_rewind: bool = False,
+) -> Applied:
     """Set ``group``'s committed offsets on a cluster without a consumer (AdminClient).
 
     The same as MM2's ``sync.group.offsets`` does: the group must have no active
-    members there. Raises :class:`ClusterUnavailableError` if the cluster does not
-    answer within ``timeout``, :class:`KafkaOperationError` if it refuses.
+    members there. Refuses what would skip or re-read silently, as
+    :func:`assign_translated` does (nothing committed then). Raises
+    :class:`ClusterUnavailableError` if the cluster does not answer within
+    ``timeout``, :class:`KafkaOperationError` if it refuses.
     """
-    wanted = _checked(offsets)
-    if not wanted:
-        return
+    wanted = _wanted(offsets)
     conf, _ = prepare(config)
     bootstrap = bootstrap_of(conf)
     trail = ErrorTrail.install(conf)
     deadline = Deadline(timeout)
-    request = ConsumerGroupTopicPartitions(
-        group, [KafkaTopicPartition(t, p, o) for (t, p), o in wanted.items()]
-    )
     admin = admin_client(conf)
     try:
+        view = admin_view(admin, bootstrap, group, wanted, deadline)
+        applied = _judge(view, wanted, offsets, allow_rewind)
+        request = ConsumerGroupTopicPartitions(
+            group, [KafkaTopicPartition(t, p, o) for (t, p), o in wanted.items()]
+        )
         future = admin.alter_consumer_group_offsets(
             [request], request_timeout=deadline.remaining(0.001)
         )[group]
@@ -280,7 +381,7 @@ def commit_group_offsets(
         if error_code(exc) in UNREACHABLE_CODES:
             raise ClusterUnavailableError(
                 f"cluster {bootstrap} did not accept offsets for group {group} within "
-                f"{timeout:g}s: {describe_exception(exc)}{trail.describe()}",
+                f"{timeout:g}s: {describe_exception(exc)}{trail.describe(admin)}",
                 bootstrap_servers=bootstrap,
                 code=error_code(exc),
             ) from exc
@@ -288,7 +389,7 @@ def commit_group_offsets(
     except TimeoutError as exc:
         raise ClusterUnavailableError(
             f"cluster {bootstrap} did not accept offsets for group {group} within {timeout:g}s"
-            f"{trail.describe()}",
+            f"{trail.describe(admin)}",
             bootstrap_servers=bootstrap,
             code="_TIMED_OUT",
         ) from exc
@@ -299,3 +400,4 @@ def commit_group_offsets(
             + ", ".join(f"{k.topic}[{k.partition}]: {k.error}" for k in failed),
             code=failed[0].error.name() if isinstance(failed[0].error, KafkaError) else None,
         )
+    return applied

@@ -6,6 +6,11 @@ callers can catch one type. Kafka errors are wrapped with their code kept.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mm_client.topic_partition import TopicPartition
+
 
 class MirrorError(Exception):
     """Root of every error the toolkit raises deliberately."""
@@ -42,3 +47,52 @@ class KafkaOperationError(MirrorError):
         super().__init__(f"{message} (code={code})" if code else message)
         self.code = code
         self.retriable = retriable
+
+
+class FailoverRefusedError(MirrorError):
+    """Applying translated offsets would skip or re-read records without the caller
+    asking for it; nothing was assigned, sought or committed.
+
+    The subclasses say which: :class:`NoCheckpointsError`, :class:`RewindRefusedError`,
+    :class:`TopicNotOnTargetError`.
+    """
+
+
+class NoCheckpointsError(FailoverRefusedError):
+    """The group has no checkpoint: its consumer would start at its reset policy
+    (kafka-python's and librdkafka's default ``latest`` skips the whole backlog).
+
+    ``other_groups`` are the groups the checkpoints topic does hold.
+    """
+
+    def __init__(self, message: str, *, group: str | None, other_groups: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.group = group
+        self.other_groups = other_groups
+
+
+class RewindRefusedError(FailoverRefusedError):
+    """The group already committed past the translated offsets on the target (it has
+    run there since the failover): moving it back would process records again.
+
+    ``rewinds``: partition -> (committed now, translated offset).
+    """
+
+    def __init__(
+        self, message: str, *, group: str, rewinds: dict[TopicPartition, tuple[int, int]]
+    ) -> None:
+        super().__init__(message)
+        self.group = group
+        self.rewinds = rewinds
+
+
+class TopicNotOnTargetError(FailoverRefusedError):
+    """An offset names a topic the target cluster does not have (often the source
+    name, ``orders``, where the mirror's copy is ``A.orders``).
+
+    ``suggestions``: topic -> the remote topic(s) on the target mirrored from it.
+    """
+
+    def __init__(self, message: str, *, suggestions: dict[str, list[str]]) -> None:
+        super().__init__(message)
+        self.suggestions = suggestions

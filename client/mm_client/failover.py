@@ -33,6 +33,7 @@ from mm_client.connection import Deadline, prepare
 from mm_client.fallback import ApproximateOffset, by_timestamp
 from mm_client.policy import ReplicationPolicy
 from mm_client.topic_partition import TopicPartition
+from mm_client.translated import TranslatedOffsets
 
 __all__ = ["FailoverPlan", "plan_failover", "translate_all", "translate_offsets"]
 
@@ -46,12 +47,15 @@ def translate_offsets(
     timeout: float = 30.0,
     *,
     replication_policy: ReplicationPolicy | None = None,
-) -> dict[TopicPartition, int]:
+) -> TranslatedOffsets:
     """``group``'s offsets on the target, from the newest checkpoint per partition.
 
     ``config``: librdkafka properties of the cluster holding the checkpoints (the
     target of the ``source_alias`` -> target flow). Returns ``{}`` when the group
-    has no checkpoint. Undecodable records are skipped and logged (warning on the
+    has no checkpoint (MM2's meaning). The dict is a :class:`TranslatedOffsets`
+    that also knows the group and the groups that do have checkpoints: the
+    helpers of :mod:`mm_client.consumers` refuse an empty one with their names.
+    Undecodable records are skipped and logged (warning on the
     ``mm_client.checkpoints`` logger); use
     :func:`mm_client.read_checkpoints` to get their count.
 
@@ -64,7 +68,14 @@ def translate_offsets(
     snapshot = read_checkpoints(
         config, source_alias, lambda g: g == group, timeout, replication_policy=replication_policy
     )
-    return snapshot.offsets(group)
+    return TranslatedOffsets(
+        snapshot.offsets(group),
+        group=group,
+        source_alias=source_alias,
+        bootstrap_servers=snapshot.bootstrap_servers,
+        checkpoints_topic=snapshot.topic,
+        other_groups=snapshot.groups + sorted(snapshot.other_groups),
+    )
 
 
 def translate_all(
@@ -74,7 +85,7 @@ def translate_all(
     timeout: float = 30.0,
     *,
     replication_policy: ReplicationPolicy | None = None,
-) -> dict[str, dict[TopicPartition, int]]:
+) -> dict[str, TranslatedOffsets]:
     """Every matching group's offsets (as :func:`translate_offsets`), from one read.
 
     ``groups``: a regex that must match the whole group name (MM2's ``groups``
@@ -84,7 +95,16 @@ def translate_all(
     snapshot = read_checkpoints(
         config, source_alias, groups, timeout, replication_policy=replication_policy
     )
-    return snapshot.all_offsets()
+    return {
+        group: TranslatedOffsets(
+            offsets,
+            group=group,
+            source_alias=source_alias,
+            bootstrap_servers=snapshot.bootstrap_servers,
+            checkpoints_topic=snapshot.topic,
+        )
+        for group, offsets in snapshot.all_offsets().items()
+    }
 
 
 @dataclass(frozen=True)

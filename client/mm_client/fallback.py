@@ -204,7 +204,7 @@ def committed_offsets(
     except concurrent.futures.TimeoutError as exc:
         raise ClusterUnavailableError(
             f"cluster {bootstrap} did not return the offsets of group {group} within "
-            f"{deadline.timeout:g}s{trail.describe()}",
+            f"{deadline.timeout:g}s{trail.describe(admin)}",
             bootstrap_servers=bootstrap,
             code="_TIMED_OUT",
         ) from exc
@@ -213,7 +213,7 @@ def committed_offsets(
         if code in UNREACHABLE_CODES:
             raise ClusterUnavailableError(
                 f"cluster {bootstrap} did not return the offsets of group {group} within "
-                f"{deadline.timeout:g}s: {describe_exception(exc)}{trail.describe()}",
+                f"{deadline.timeout:g}s: {describe_exception(exc)}{trail.describe(admin)}",
                 bootstrap_servers=bootstrap,
                 code=code,
             ) from exc
@@ -310,7 +310,7 @@ def _target_offsets(
         except KafkaException as exc:
             raise ClusterUnavailableError(
                 f"cluster {bootstrap} did not return topic metadata within "
-                f"{deadline.timeout:g}s: {describe_exception(exc)}{trail.describe()}",
+                f"{deadline.timeout:g}s: {describe_exception(exc)}{trail.describe(consumer)}",
                 bootstrap_servers=bootstrap,
                 code=error_code(exc),
             ) from exc

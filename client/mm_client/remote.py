@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mm_client.connection import list_topic_names, prepare
+from mm_client.connection import bootstrap_of, list_topic_names, prepare
+from mm_client.errors import TopicNotOnTargetError
 from mm_client.policy import ReplicationPolicy
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "heartbeat_topics",
     "remote_topics",
     "replication_hops",
+    "target_topics",
     "upstream_clusters",
 ]
 
@@ -174,3 +176,41 @@ def remote_topics(
     """Replicated topics on the cluster (only those from ``source_alias`` if given)."""
     topics, policy = _topics(config, timeout, replication_policy)
     return remote_topics_in(topics, policy, source_alias)
+
+
+def target_topics(
+    config: Mapping[str, Any],
+    source_alias: str,
+    topics: Iterable[str],
+    timeout: float = 30.0,
+    *,
+    replication_policy: ReplicationPolicy | None = None,
+) -> list[str]:
+    """The names on this (target) cluster of source ``topics`` mirrored from ``source_alias``.
+
+    What a service subscribes to after failing over: ``["orders"]`` from ``A``
+    answers ``["A.orders"]`` under MM2's default policy. Raises
+    :class:`~mm_client.errors.TopicNotOnTargetError` when a mirrored copy is not
+    there (never a name that subscribing would auto-create empty), naming the
+    copies that are.
+    """
+    names = [topics] if isinstance(topics, str) else list(topics)
+    on_target, policy = _topics(config, timeout, replication_policy)
+    remote = [policy.format_remote_topic(source_alias, t) for t in names]
+    missing = [r for r in remote if r not in on_target]
+    if missing:
+        bootstrap = bootstrap_of(prepare(config, policy)[0])
+        have = sorted(remote_topics_in(on_target, policy, source_alias))
+        shown = ", ".join(have[:20]) + (" ..." if len(have) > 20 else "")
+        raise TopicNotOnTargetError(
+            f"no mirrored copy on {bootstrap} of: "
+            + ", ".join(
+                f"{n!r} (expected {r!r})"
+                for n, r in zip(names, remote, strict=True)
+                if r in missing
+            )
+            + f". Topics mirrored from {source_alias} there: {shown or 'none'}. Is the mirror "
+            "running for them, and is this the target cluster?",
+            suggestions={n: [] for n, r in zip(names, remote, strict=True) if r in missing},
+        )
+    return remote

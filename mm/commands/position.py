@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             group,
             {(target_topic, c.partition): c.after for c in changes},
             args.timeout,
+            allow_rewind=True,  # the operator asked for these positions
         )
     after = {c.partition: c.after for c in changes}
     rows = [

@@ -216,7 +216,8 @@ def move_groups(
         todo = changes(result.rows) if result.status not in (REFUSED, FAILED) else {}
         if todo and not dry_run:
             try:
-                commit_group_offsets(admin_conf, g, todo, timeout)
+                # judge_group has decided every move, backward ones included
+                commit_group_offsets(admin_conf, g, todo, timeout, allow_rewind=True)
             except MirrorError as exc:
                 result = GroupResult(
                     g,

@@ -437,6 +437,7 @@ def _groups(
                 group,
                 {k: o for k, o in todo.items() if o is not None},
                 options.timeout,
+                allow_rewind=True,  # the restore's plan decided these moves
             )
         except (MirrorError, KafkaException) as exc:
             rows.append(GroupRow(group, group_moves_, f"failed: {exc}"))

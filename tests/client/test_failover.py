@@ -31,6 +31,7 @@ from mm_client import (
     CheckpointsUnavailableError,
     ClusterUnavailableError,
     DefaultReplicationPolicy,
+    RewindRefusedError,
     TopicPartition,
     assign_translated,
     checkpoint_topics,
@@ -333,7 +334,13 @@ def test_confluent_consumer_assign_seek_commit(
     try:
         given = [KafkaTopicPartition(data_topic, 0), KafkaTopicPartition(data_topic, 1, 9)]
         only0 = {TopicPartition(data_topic, 0): 2}
-        assert assign_translated(consumer, only0, given) == [TopicPartition(data_topic, 0)]
+        # the group committed 3 on p0 above: 2 moves it back, refused unless asked for
+        with pytest.raises(RewindRefusedError, match=r"\[0\] 3 -> 2 \(1 offsets again\)"):
+            assign_translated(consumer, only0, given)
+        assert consumer.assignment() == []
+        assert assign_translated(consumer, only0, given, allow_rewind=True) == [
+            TopicPartition(data_topic, 0)
+        ]
         assert first_offsets_confluent(consumer, 2) == {0: 2, 1: 9}
     finally:
         consumer.close()

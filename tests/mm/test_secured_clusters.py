@@ -924,6 +924,23 @@ def test_the_dr_day_as_a_principal_holding_only_each_jobs_listed_acls(
     as_mm("checkpoint", "--once")
     found = translate_offsets(b.client("SASL_SSL"), "A", group)
     assert {tp.partition: o for tp, o in found.items()} == committed, found
+    # an application team's kafka-python settings for the same listener: the same answer
+    sasl = b.client("SASL_SSL")
+    kafka_python = {
+        "bootstrap_servers": [sasl["bootstrap.servers"]],
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": sasl["ssl.ca.location"],
+        "sasl_mechanism": sasl["sasl.mechanism"],
+        "sasl_plain_username": sasl["sasl.username"],
+        "sasl_plain_password": sasl["sasl.password"],
+        "value_deserializer": bytes.decode,
+    }
+    assert translate_offsets(kafka_python, "A", group) == found
+    with pytest.raises(CheckpointsUnavailableError, match="SASL: the broker refused the cred"):
+        translate_offsets({**kafka_python, "sasl_plain_password": "wrong"}, "A", group, 5)
+    no_ca = {k: v for k, v in kafka_python.items() if k != "ssl_cafile"}
+    with pytest.raises(CheckpointsUnavailableError, match="TLS: the handshake failed"):
+        translate_offsets(no_ca, "A", group, 5)
     translated = as_mm("translate", "--group", group, "--json")["offsets"]
     assert {x["partition"]: x["offset"] for x in translated} == committed, translated
     assert as_mm("status", "--json")["flows"]

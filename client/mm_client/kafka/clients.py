@@ -38,10 +38,13 @@ Isolation = Literal["read_committed", "read_uncommitted"]
 
 # librdkafka's own log lines (``%3|...|FAIL|...`` for every refused connection)
 # go to this stdlib logger rather than straight to stderr, where they buried the
-# one line saying what was wrong. Applications decide where it goes (``mm``
-# sends it to its structured log at debug level); unconfigured, Python's last-
-# resort handler still shows warnings and errors on stderr.
+# one line saying what was wrong (errors name the cause instead: ErrorTrail).
+# Applications decide where it goes (``mm`` sends it to its structured log at
+# debug level); unconfigured it is quiet: the NullHandler keeps Python's
+# last-resort handler from printing every refused connection on stderr, and a
+# configured root logger still receives the lines.
 LIBRDKAFKA_LOGGER = logging.getLogger("mm_client.librdkafka")
+LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
 
 
 def throwaway_group(prefix: str, digits: int = 8) -> str:
