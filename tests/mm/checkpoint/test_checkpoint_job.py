@@ -40,8 +40,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from mm_client.errors import RecordDecodeError
 from mm_client.records import Checkpoint
-from support.cli import run_command
 from support.clusters import KafkaCluster
+from support.groups import run_mm
 from support.mirror import (
     MirrorRun,
     Rec,
@@ -67,18 +67,6 @@ FAR_AHEAD_ON_TARGET = 1_000_000
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def run_mm(config: Path, *args: str, timeout: float = 300.0) -> MirrorRun:
-    """`mm <args> -c config` to its end; outputs kept next to the config for
-    post-mortems: <command>-<n>.out / .err."""
-    n = len(list(config.parent.glob(f"{args[0]}-*.out")))
-    return run_command(
-        [args[0], "-c", str(config), *args[1:]],
-        cwd=config.parent,
-        timeout=timeout,
-        keep=config.parent / f"{args[0]}-{n}",
-    )
 
 
 def produce_gappy(bootstrap: str, topic: str, rounds: int, tag: str, seed: int) -> None:

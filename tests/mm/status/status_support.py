@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
-from support.cli import CommandRun, run_command
+from support.cli import CommandRun, run_mm
 from support.mirror import mm_env
 
 
@@ -41,10 +41,6 @@ def write_properties(
 
 
 Run = CommandRun  # a finished `mm` command (tests.support.cli)
-
-
-def run_mm(*args: str, cwd: Path, timeout: float = 120.0) -> Run:
-    return run_command(args, cwd=cwd, timeout=timeout)
 
 
 def status(config: Path, *args: str, timeout: float = 120.0) -> Run:

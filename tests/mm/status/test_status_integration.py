@@ -472,7 +472,7 @@ def test_two_hops_upstream_clusters_and_replication_hops(
         extra={"mm.alert.replication.latency.ms": str(10**9)},
     )
     started_ms = _now_ms()
-    hb = run_mm("heartbeat", "-c", str(cfg), "--once", cwd=tmp_path)
+    hb = run_mm("heartbeat", "-c", str(cfg), "--once", cwd=tmp_path, timeout=120)
     assert hb.returncode == 0, hb.describe()
     assert "heartbeat A->B: 1 written to heartbeats on A" in hb.stdout
     assert "heartbeat B->C: 1 written to heartbeats on B" in hb.stdout
