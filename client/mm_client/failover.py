@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mm_client.checkpoints_reader import GroupSelector, read_checkpoints
+from mm_client.checkpoints_reader import CheckpointSnapshot, GroupSelector, read_checkpoints
 from mm_client.cluster_errors import ClusterUnavailableError
 from mm_client.connection import Deadline, prepare
 from mm_client.fallback import ApproximateOffset, by_timestamp
@@ -68,6 +68,10 @@ def translate_offsets(
     snapshot = read_checkpoints(
         config, source_alias, lambda g: g == group, timeout, replication_policy=replication_policy
     )
+    return _translated(snapshot, source_alias, group)
+
+
+def _translated(snapshot: CheckpointSnapshot, source_alias: str, group: str) -> TranslatedOffsets:
     return TranslatedOffsets(
         snapshot.offsets(group),
         group=group,
@@ -147,6 +151,9 @@ class FailoverPlan:
         if include_approximate:
             for tp, approx in self.approximate.items():
                 out.setdefault(tp, approx.offset)
+        if isinstance(self.exact, TranslatedOffsets):
+            # keeps what the helpers need to name the groups that do have checkpoints
+            return self.exact.with_offsets(out)
         return out
 
 
@@ -182,7 +189,7 @@ def plan_failover(
         deadline.remaining(0.001),
         replication_policy=policy,
     )
-    exact = snapshot.offsets(group)
+    exact = _translated(snapshot, source_alias, group)
     if source_config is None:
         return FailoverPlan(group, exact, skipped_records=snapshot.skipped)
     source_conf, _ = prepare(source_config)

@@ -41,5 +41,16 @@ class TranslatedOffsets(dict[TopicPartition, int]):
         self.checkpoints_topic = checkpoints_topic
         self.other_groups = tuple(sorted(set(other_groups) - {group}))
 
+    def with_offsets(self, offsets: Mapping[TopicPartition, int]) -> TranslatedOffsets:
+        """Other ``offsets`` from the same read (same group, cluster, other groups)."""
+        return TranslatedOffsets(
+            offsets,
+            group=self.group,
+            source_alias=self.source_alias,
+            bootstrap_servers=self.bootstrap_servers,
+            checkpoints_topic=self.checkpoints_topic,
+            other_groups=self.other_groups,
+        )
+
     def __repr__(self) -> str:
         return f"TranslatedOffsets(group={self.group!r}, {dict.__repr__(self)})"

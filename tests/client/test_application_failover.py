@@ -35,6 +35,7 @@ from mm_client import (
     TranslatedOffsets,
     commit_group_offsets,
     commit_translated,
+    plan_failover,
     target_topics,
     translate_offsets,
 )
@@ -184,6 +185,10 @@ def test_a_misspelt_group_is_refused_naming_the_groups_that_have_checkpoints(
     assert scene.groups["kafka_python_subscribe_service"] in str(refused.value)
     with pytest.raises(NoCheckpointsError, match="has no checkpoint from A"):
         commit_group_offsets({"bootstrap.servers": scene.b}, wrong, offsets)
+    plan = plan_failover({"bootstrap.servers": scene.b}, "A", wrong)
+    with pytest.raises(NoCheckpointsError) as from_plan:
+        commit_group_offsets({"bootstrap.servers": scene.b}, wrong, plan.offsets())
+    assert scene.groups["kafka_python_subscribe_service"] in from_plan.value.other_groups
     assert group_offsets(scene.b, wrong) == {}
 
 
