@@ -296,7 +296,22 @@ def takeover(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> Take
             by_p = syncs_by_partition(read_offset_syncs(a, SYNCS_TOPIC), t1)
             return by_p if all(len(by_p.get(p, [])) >= 2 for p in range(PARTITIONS)) else None
 
-        syncs = wait_or_describe("MM2 wrote offset syncs", some_syncs, mm2)
+        # Under load MM2 can end the burst with one sync per partition: the first is
+        # still unsent when the burst's last (delayed) one replaces it at the commit, and a
+        # partition without new records never gets another. One more transaction makes
+        # MM2 send the next (at its next commit); the data stays produce_txns' sequence.
+        syncs = None
+        for _ in range(3):
+            try:
+                syncs = wait_until("MM2 wrote offset syncs", some_syncs, 30, interval=1.0)
+                break
+            except AssertionError:
+                next_seq = produce_txns(a, t1, 1, tag, first_seq=next_seq)
+                mark("one more transaction on T1 (MM2 had fewer than two syncs per partition)")
+                source1 = read_topic(a, t1, PARTITIONS)
+                wait_or_describe(f"MM2 mirrored {t1}", mirrored, mm2)
+        if syncs is None:
+            syncs = wait_or_describe("MM2 wrote offset syncs", some_syncs, mm2)
         # audit: inside the longest stretch between two of MM2's syncs
         audit = {p: data_offset_near(source1[p], *widest_stretch(syncs[p])) for p in [0, 1]}
         commit_admin(a, t1_groups["audit"], t1, audit)
