@@ -195,11 +195,12 @@ def target_topics(
     copies that are.
     """
     names = [topics] if isinstance(topics, str) else list(topics)
-    on_target, policy = _topics(config, timeout, replication_policy)
+    conf, policy = prepare(config, replication_policy)  # once: it logs a kafka-python mapping
+    on_target = list_topic_names(conf, timeout)
     remote = [policy.format_remote_topic(source_alias, t) for t in names]
     missing = [r for r in remote if r not in on_target]
     if missing:
-        bootstrap = bootstrap_of(prepare(config, policy)[0])
+        bootstrap = bootstrap_of(conf)
         have = sorted(remote_topics_in(on_target, policy, source_alias))
         shown = ", ".join(have[:20]) + (" ..." if len(have) > 20 else "")
         raise TopicNotOnTargetError(
