@@ -13,7 +13,8 @@ kept. Anything but ``-m MODULE`` is handed to the interpreter unchanged.
 
 It also takes Spark's Python processes out of the terminal's process group
 (:func:`leave_foreground_group`), so Ctrl-C stops the job through its driver,
-and ends quietly a process whose JVM hung up on it (:func:`run_until_hung_up`).
+runs every worker daemon as the quiet one (``DAEMONS``), and ends quietly a
+process whose JVM hung up on it (:func:`run_until_hung_up`).
 
 Stdlib only, imports nothing of PySpark or of the toolkit: it runs first in
 every Spark Python process.
@@ -27,6 +28,11 @@ import sys
 from collections.abc import Sequence
 
 ZIP_NAME = "pyspark.zip"
+# Spark names its worker daemon by ``spark.python.daemon.module`` for task workers
+# only; the daemon of a Python data source's planner workers is always PySpark's
+# own. Both run as the quiet daemon (mm.spark_daemon): a planner worker whose JVM
+# hung up during its handshake (a stopping job) printed a traceback otherwise.
+DAEMONS = {"pyspark.daemon": "mm.spark_daemon"}
 # what a Spark Python process meets when the JVM closed its socket: the end of its
 # input, or a write to a connection the other end has closed
 HUNG_UP: tuple[type[BaseException], ...] = (EOFError, BrokenPipeError, ConnectionResetError)
@@ -131,7 +137,7 @@ def main() -> None:
     args = sys.argv[1:]
     if len(args) < 2 or args[0] != "-m":
         os.execv(sys.executable, [sys.executable, *args])
-    module = args[1]
+    module = DAEMONS.get(args[1], args[1])
     # as `python -m`: the working directory first, not this script's directory
     path = [os.getcwd(), *sys.path[1:]]
     own_zip = installed_pyspark_zip(path)

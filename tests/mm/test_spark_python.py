@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,74 @@ def test_a_spark_process_its_jvm_stopped_waiting_for_ends_in_one_line(tmp_path: 
     assert len(lines) == 1, out.stderr
     assert lines[0].startswith("mm-spark-python: late started too late for its Spark JVM")
     assert "CANNOT_OPEN_SOCKET" in lines[0]
+
+
+def _hang_up_on_a_daemon(tmp_path: Path, module: str, reset: bool) -> str:
+    """Starts ``mm-spark-python -m <module>`` as Spark starts a worker daemon, asks it
+    for a worker the way the JVM does, and hangs up before authenticating (a job
+    stopping while Spark asked for a planner worker); the daemon's stderr."""
+    import socket
+    import struct
+
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.fail(f"{LAUNCHER} is not installed: reinstall the project (pip install -e .)")
+    import mm
+
+    root = str(Path(mm.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root, "PYTHON_WORKER_FACTORY_SECRET": "s3cret"}
+    env.pop("PYTHON_UNIX_DOMAIN_ENABLED", None)
+    err_path = tmp_path / "daemon.err"
+    with err_path.open("w") as err:
+        daemon = subprocess.Popen(
+            [str(LAUNCHER), "-m", module, "pyspark.sql.worker.create_data_source"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    try:
+        assert daemon.stdout is not None and daemon.stdin is not None
+        (port,) = struct.unpack("!i", daemon.stdout.read(4))
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as jvm:
+            pid_bytes = b""
+            while len(pid_bytes) < 4:  # the forked worker says it is there
+                chunk = jvm.recv(4 - len(pid_bytes))
+                assert chunk, "the daemon closed the connection before its worker answered"
+                pid_bytes += chunk
+            if reset:  # a close with unread data pending: the worker reads a reset
+                jvm.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        (worker_pid,) = struct.unpack("!i", pid_bytes)
+        deadline = time.monotonic() + 30
+        while _alive(worker_pid):
+            assert time.monotonic() < deadline, f"worker {worker_pid} still running"
+            time.sleep(0.05)
+        daemon.stdin.close()  # the JVM's end: the daemon shuts down
+        daemon.wait(30)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    return err_path.read_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("reset", [True, False], ids=["reset", "closed"])
+def test_a_planner_worker_hung_up_on_during_its_handshake_prints_nothing(
+    tmp_path: Path, reset: bool
+) -> None:
+    """Spark starts a Python data source's planner workers from PySpark's own daemon
+    (``spark.python.daemon.module`` names only the task workers'). Seen: `mm
+    checkpoint` stopped by Ctrl-C, a planner worker read a reset connection while
+    reading the JVM's secret and the daemon printed its traceback. The launcher runs
+    that daemon as the quiet one: the worker ends, nothing is printed."""
+    err = _hang_up_on_a_daemon(tmp_path, "pyspark.daemon", reset)
+    assert err == "", err
