@@ -49,8 +49,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from mirror_bench import BASELINE_PRODUCER
@@ -109,7 +110,7 @@ class MmRun:
         stop_mirror(self.proc, 60.0)  # SIGTERM to mm only, then whatever is left of its group
 
 
-Mirror = MmRun | MirrorMaker2
+Mirror: TypeAlias = MmRun | MirrorMaker2
 
 
 class Counter:
@@ -221,6 +222,51 @@ def start(key: str, root: Path, a: str, target: str, topics: str, tasks: int) ->
     )  # fmt: skip
 
 
+@dataclass
+class Burst:
+    """A warm burst's figures: seconds from t0 to all on the target, the producer's own
+    seconds, and the target's counts with what it should hold (per source partition)."""
+
+    seconds: float
+    produce: float
+    counts: dict[TP, int]
+    expected: dict[TP, int]
+
+
+def warm_burst(
+    counter: Counter,
+    mirror: Mirror,
+    a: str,
+    tps: Sequence[TP],
+    warm: dict[TP, int],
+    sizes: tuple[int, int],
+    limit: float,
+) -> Burst:
+    """Await ``warm`` records per source partition of ``tps`` on the target (``A.<topic>``),
+    then burst ``sizes`` = (records, value bytes) to A and await all of it."""
+    counter.expect({(f"A.{t}", p): n for (t, p), n in warm.items()})
+    counter.wait(mirror, limit, "warm-up")
+    expected = {tp: warm[tp] + n for tp, n in spread(sizes[0], tps).items()}
+    counter.expect({(f"A.{t}", p): n for (t, p), n in expected.items()})
+    t0, flushed = burst(a, tps, *sizes)
+    counter.wait(mirror, limit, "burst")
+    with counter.lock:
+        done_at, counts = counter.done_at, dict(counter.counts)
+    if done_at is None:
+        raise RuntimeError("burst: incomplete (no completion time)")
+    return Burst(done_at - t0, flushed - t0, counts, expected)
+
+
+def check_burst(a: str, topics: Sequence[str], partitions: int, got: Burst, exact: bool) -> None:
+    """Raise unless A holds exactly ``got.expected`` and the target (``A.<topic>``) holds
+    it too (``exact``) or at least it (duplicates allowed)."""
+    on_a = {(t, p): n for t in topics for p, n in ends(a, t, partitions).items()}
+    wrong = check_counts("target", got.counts, got.expected, lambda t: f"A.{t}", exact)
+    wrong += check_counts("A", on_a, got.expected, lambda t: t)
+    if wrong:
+        raise RuntimeError(f"incomplete ({len(wrong)} partitions wrong): {wrong[:3]}")
+
+
 def run_one(
     key: str, root: Path, a: str, target: str, args: argparse.Namespace
 ) -> dict[str, float]:
@@ -229,30 +275,20 @@ def run_one(
     tps = partitions_of(topics, args.partitions)
     create_topics(a, topics, args.partitions)
     fill_spread(a, tps, args.warmup * len(tps), args.size)
-    expected = {tp: args.warmup + n for tp, n in spread(args.records, tps).items()}
     renamed = [f"A.{t}" for t in topics]
     mirror = start(key, root, a, target, f"{key}-burst-.*", args.tasks)
     counter: Counter | None = None
     try:
         wait_topics(target, renamed, args.partitions, args.limit, mirror.alive)
         counter = Counter(target, partitions_of(renamed, args.partitions))
-        counter.expect({(f"A.{t}", p): args.warmup for t, p in tps})
-        counter.wait(mirror, args.limit, "warm-up")
-        counter.expect({(f"A.{t}", p): n for (t, p), n in expected.items()})
-        t0, flushed = burst(a, tps, args.records, args.size)
-        counter.wait(mirror, args.limit, "burst")
-        with counter.lock:
-            done_at, counts = counter.done_at, dict(counter.counts)
+        warm = dict.fromkeys(tps, args.warmup)
+        got = warm_burst(counter, mirror, a, tps, warm, (args.records, args.size), args.limit)
     finally:
         if counter is not None:
             counter.close()
         mirror.stop()
-    on_a = {(t, p): n for t in topics for p, n in ends(a, t, args.partitions).items()}
-    wrong = check_counts("target", counts, expected, lambda t: f"A.{t}")
-    wrong += check_counts("A", on_a, expected, lambda t: t)
-    if wrong or done_at is None:
-        raise RuntimeError(f"incomplete ({len(wrong)} partitions wrong): {wrong[:3]}")
-    return {"seconds": done_at - t0, "produce": flushed - t0}
+    check_burst(a, topics, args.partitions, got, exact=True)
+    return {"seconds": got.seconds, "produce": got.produce}
 
 
 def main() -> None:

@@ -88,19 +88,20 @@ def baseline(a: str, b: str, records: int, partitions: int) -> float:
     eof: set[int] = set()
     while len(eof) < partitions:
         for m in c.consume(5000, 1.0):
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
+            err, partition = m.error(), m.partition()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 raise RuntimeError(str(err))
+            assert partition is not None  # a record's, or an end of partition's
+            if err is not None:
+                eof.add(partition)
+                continue
             while True:
                 try:
                     p.produce(
                         target,
                         m.value(),
                         m.key(),
-                        m.partition(),
+                        partition,
                         timestamp=m.timestamp()[1],
                         headers=m.headers(),
                     )

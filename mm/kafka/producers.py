@@ -101,3 +101,46 @@ def open_producers(
         ]
         for key, rows in found.items()
     }
+
+
+def live_transactional_ids(
+    conf: Mapping[str, Any], ids: Iterable[str], timeout: float = 10.0
+) -> tuple[list[str], str | None]:
+    """Which of ``ids`` the cluster's transaction coordinators hold (ListTransactions,
+    through kafka-python): only those can have a producer to fence. An id never
+    initialised (a new flow's per-partition ids, say) has none, and fencing it
+    would only create it. Returns (ids to fence, None), or every id of ``ids`` and
+    the reason when the cluster could not say (no ListTransactions, a refusal, no
+    answer within ``timeout``): then each is fenced, as if all were live."""
+    import threading
+
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return [], None
+    answer: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            from kafka.admin import KafkaAdminClient
+
+            settings = kafka_python_config(conf)
+            settings.setdefault("client_id", "mm-fence")
+            admin = KafkaAdminClient(**settings, request_timeout_ms=int(timeout * 1000))
+            try:
+                listed = admin.list_transactions()
+            finally:
+                admin.close()
+            answer["ids"] = {t.transactional_id for ts in listed.values() for t in ts}
+        except Exception as exc:  # any failure: every id is fenced (the caller says why)
+            answer["error"] = f"{type(exc).__name__}: {exc}"
+
+    # a thread: kafka-python's own timeouts do not bound every wait (module doc of
+    # examples/harness.py: a join that never ends); fencing all is the way out
+    asker = threading.Thread(target=ask, name="mm-list-transactions", daemon=True)
+    asker.start()
+    asker.join(timeout)
+    if "ids" in answer:
+        live = answer["ids"]
+        return [i for i in wanted if i in live], None
+    reason = answer.get("error", f"no answer within {timeout:g}s")
+    return wanted, reason

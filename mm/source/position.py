@@ -23,6 +23,7 @@ target topic may use LogAppendTime).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
@@ -94,32 +95,72 @@ def recovered_position(
     return source[len(target) - 1].offset + 1
 
 
+class Probes:
+    """The watermark probes of new partitions' ranges, one consumer per cluster for
+    every range of a shard's prepare (a consumer per range and cluster cost 50-80 ms
+    each, most of a first batch's prepare at 96 partitions). Safe for the prepare's
+    threads: one call at a time per consumer (each is one ListOffsets round trip).
+    Close it when the prepare ends."""
+
+    def __init__(self, rt: FlowRuntime, clients: MirrorClients) -> None:
+        self.rt, self.clients = rt, clients
+        self._lock = threading.Lock()
+        self._consumers: dict[str, Any] = {}
+
+    def watermarks(self, side: str, tp: TopicPartition) -> tuple[int, int]:
+        """(low, high) of ``tp`` on ``side`` (``source`` or ``target``), as a
+        read_committed consumer of the flow's state group lists them."""
+        with self._lock:
+            consumer = self._consumers.get(side)
+            if consumer is None:
+                base = self.rt.source_consumer if side == "source" else self.rt.target_consumer
+                consumer = self.clients.consumer(_read_conf(base, self.rt.state_group))
+                self._consumers[side] = consumer
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        return int(low), int(high)
+
+    def close(self) -> None:
+        with self._lock:
+            consumers, self._consumers = list(self._consumers.values()), {}
+        for consumer in consumers:
+            consumer.close()
+
+
+def _watermarks(
+    rt: FlowRuntime, clients: MirrorClients, probes: Probes | None, side: str, tp: TopicPartition
+) -> tuple[int, int]:
+    if probes is not None:
+        return probes.watermarks(side, tp)
+    base = rt.source_consumer if side == "source" else rt.target_consumer
+    with closing(clients.consumer(_read_conf(base, rt.state_group))) as probe:
+        low, high = probe.get_watermark_offsets(tp, timeout=30)
+    return int(low), int(high)
+
+
 def start_without_state(
     rt: FlowRuntime,
     spec: RangeSpec,
     clients: MirrorClients,
     log: Callable[..., None] | None = None,
+    probes: Probes | None = None,
 ) -> int:
-    """The start of a range whose target partition has no committed position."""
+    """The start of a range whose target partition has no committed position
+    (``probes``: the shard's shared probe consumers; None: one of its own each)."""
     from mm.source.task import PartitionStoppedError
 
     target_tp = TopicPartition(spec.target_topic, spec.partition)
-    probe = clients.consumer(_read_conf(rt.target_consumer, rt.state_group))
     try:
-        try:
-            _, high = probe.get_watermark_offsets(target_tp, timeout=30)
-        except KafkaException as exc:
-            if error_code(exc) in _TOPIC_GONE:
-                # deleted under the running mirror (to mirror it again): skipped for
-                # this batch; the planner's next topic refresh re-creates it
-                raise PartitionStoppedError(
-                    f"target topic {spec.target_topic} on {rt.target} does not exist (deleted "
-                    "while the mirror runs?): the mirror re-creates it at its next topic "
-                    f"refresh and copies {spec.topic} into it from the source log start"
-                ) from None
-            raise wrap(exc, f"end offset of {spec.target_topic}[{spec.partition}]") from exc
-    finally:
-        probe.close()
+        _, high = _watermarks(rt, clients, probes, "target", target_tp)
+    except KafkaException as exc:
+        if error_code(exc) in _TOPIC_GONE:
+            # deleted under the running mirror (to mirror it again): skipped for
+            # this batch; the planner's next topic refresh re-creates it
+            raise PartitionStoppedError(
+                f"target topic {spec.target_topic} on {rt.target} does not exist (deleted "
+                "while the mirror runs?): the mirror re-creates it at its next topic "
+                f"refresh and copies {spec.topic} into it from the source log start"
+            ) from None
+        raise wrap(exc, f"end offset of {spec.target_topic}[{spec.partition}]") from exc
     if high <= 0 or not _holds_committed_records(rt, spec, clients):
         # nothing was ever committed there: a new partition, or one whose only records
         # are a killed worker's transaction that never committed (aborted or still
@@ -127,7 +168,7 @@ def start_without_state(
         # Mirrored from the source log start even if Spark planned past it (an
         # earlier range may have stopped before its position could be committed,
         # e.g. at a record too large)
-        return min(spec.start, _source_log_start(rt, spec, clients))
+        return min(spec.start, _source_log_start(rt, spec, clients, probes))
     sync = newest_sync(rt, spec, clients)
     target: list[LogRecord] = []
     source: list[LogRecord] = []
@@ -185,15 +226,15 @@ def _holds_committed_records(rt: FlowRuntime, spec: RangeSpec, clients: MirrorCl
     return bool(first)
 
 
-def _source_log_start(rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients) -> int:
-    probe = clients.consumer(_read_conf(rt.source_consumer, rt.state_group))
+def _source_log_start(
+    rt: FlowRuntime, spec: RangeSpec, clients: MirrorClients, probes: Probes | None = None
+) -> int:
+    tp = TopicPartition(spec.topic, spec.partition)
     try:
-        low, _ = probe.get_watermark_offsets(TopicPartition(spec.topic, spec.partition), timeout=30)
+        low, _ = _watermarks(rt, clients, probes, "source", tp)
     except KafkaException as exc:
         raise wrap(exc, f"log start of {spec.topic}[{spec.partition}]") from exc
-    finally:
-        probe.close()
-    return int(low)
+    return low
 
 
 def check_not_past_source_end(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -364,27 +364,32 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._shard_map is not None and keys <= self._shard_map.assignment.keys():
             return self._shard_map
         from mm.logs import get_logger
-        from mm.source.shard_store import fence, settle, store_for
+        from mm.source.shard_store import fence_live, settle, store_for
 
         rt = self.runtime
         if self._shard_store is None:
             self._shard_store = store_for(rt)
         known = {(mt.target_topic, p) for mt in self._topics.values() for p in range(mt.partitions)}
         conf = {k: v for k, v in rt.target_producer.items() if k != "transactional.id"}
-        step = settle(
-            self._shard_store,
-            known | keys,
-            self._plan.shards,
-            lambda ids: fence(ids, conf, cluster=f"cluster {rt.target}"),
-            cores=self._cores,
-        )
+        log = get_logger("mm.mirror.planner", flow=f"{rt.source}->{rt.target}")
+        fenced: list[str] = []
+
+        def fence_round(ids: Iterable[str]) -> None:
+            live, unknown = fence_live(ids, conf, cluster=f"cluster {rt.target}")
+            if unknown is not None:
+                log.info("fenced every id of the previous map", ids=len(live), why=unknown)
+            fenced.extend(live)
+
+        step = settle(self._shard_store, known | keys, self._plan.shards, fence_round,
+                      cores=self._cores)  # fmt: skip
         if step.changed:
-            get_logger("mm.mirror.planner", flow=f"{rt.source}->{rt.target}").info(
+            log.info(
                 "shard map recorded",
                 generation=step.map.generation,
                 shards=step.map.shards,
                 partitions=len(step.map.assignment),
-                fenced=len(step.fence),
+                fenced=len(fenced),
+                fence_candidates=len(step.fence),
             )
         self._shard_map = step.map
         return step.map

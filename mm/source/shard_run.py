@@ -56,6 +56,7 @@ from mm.errors import KafkaOperationError, MirrorError
 from mm.kafka.errors import wrap
 from mm.kafka.txn import Transaction
 from mm.source.clients import DEFAULT_CLIENTS, MirrorClients
+from mm.source.position import Probes
 from mm.source.runs import RunTracker
 from mm.source.spec import FlowRuntime, RangeSpec
 from mm.source.state import encode_state
@@ -327,13 +328,14 @@ class ShardRun:
                     exc,
                     f"init transactions of shard {self.transactional_id} on cluster {rt.target}",
                 ) from exc
+            self._lap("fence")
             if self.still_newest is not None and not self.still_newest():
                 raise ShardMapChangedError(
                     f"shard {self.transactional_id} of flow {rt.source}->{rt.target} was "
                     "planned with a shard map that is no longer the newest recorded; the "
                     "next batch plans with the new one"
                 )
-            self._lap("fence")
+            self._lap("map_check")
         syncs: list[_SourceSyncWriter] = []
         try:
             cursors = self._prepare(writer, syncs)
@@ -387,7 +389,7 @@ class ShardRun:
             try:
                 start, committed, metadata = prepare_range(
                     rt, spec, commit, states[tkey], cached, result, w, self.clients,
-                    self.pool, self.range_log(spec),
+                    self.pool, self.range_log(spec), probes,
                 )  # fmt: skip
             except PartitionStoppedError as exc:
                 self._stopped(result, exc)
@@ -399,8 +401,12 @@ class ShardRun:
             return _Cursor(spec, result, w, start, floor)
 
         workers = max(1, min(PREPARE_THREADS, len(self.specs)))
-        with ThreadPoolExecutor(workers, thread_name_prefix="mm-prepare") as pool:
-            prepared = list(pool.map(one, self.specs))
+        probes = Probes(rt, self.clients)
+        try:
+            with ThreadPoolExecutor(workers, thread_name_prefix="mm-prepare") as pool:
+                prepared = list(pool.map(one, self.specs))
+        finally:
+            probes.close()
         if positions:
             try:
                 Transaction(writer.producer).commit_positions(

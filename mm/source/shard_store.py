@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from mm_client.kafka.clients import new_consumer, new_producer
 
 from mm.errors import MirrorError
 from mm.kafka.errors import wrap
@@ -42,6 +43,8 @@ SHARDS_TOPIC = "mm-mirror-shards.{source}.internal"
 SHARDS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 #: ids fenced at once: init_transactions waits on the broker, not on this process
 FENCE_THREADS = 16
+#: seconds a recorded map may take to become visible to read_committed readers
+VISIBLE_WAIT_SECONDS = 10.0
 
 
 def shards_topic(source: str) -> str:
@@ -95,7 +98,9 @@ class ShardMapStore:
             "enable.idempotence": True,
             "acks": "all",
         }
-        writer = Producer(conf)
+        # librdkafka's lines (a coordinator still loading: "GETPID ... retrying") go
+        # to the structured log at debug, not raw to stderr
+        writer = new_producer(conf)
         try:
             writer.init_transactions(self.timeout)
         except KafkaException as exc:
@@ -108,16 +113,7 @@ class ShardMapStore:
 
     def read(self) -> RecordedMap | None:
         """The newest committed map of the flow; None when none was ever recorded."""
-        consumer = Consumer(
-            {
-                **self._consumer_conf,
-                "group.id": self.reader_group,
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": True,
-            }
-        )
+        consumer = self._reader()
         try:
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(self.topic, 0), timeout=self.timeout
@@ -137,7 +133,9 @@ class ShardMapStore:
                         f"reading the shard map from {self.topic} on {self.cluster}: not at"
                         f" its end (offset {high}) after {self.timeout:g}s"
                     )
-                for msg in consumer.consume(500, 0.5):
+                # consume() returns at its timeout unless it has all 500: a short one,
+                # since the loop ends at the EOF event (a 0.5 s wait was half of a read)
+                for msg in consumer.consume(500, 0.02):
                     err, offset, value = msg.error(), msg.offset(), msg.value()
                     if err is not None and err.code() == KafkaError._PARTITION_EOF:
                         at_end = True
@@ -161,16 +159,63 @@ class ShardMapStore:
         if self._writer is None:
             raise RuntimeError("record() before claim()")
         writer = self._writer
+        offsets: list[int] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                offsets.append(msg.offset())
+
         try:
             writer.begin_transaction()
             writer.produce(self.topic, shard_map.to_json().encode(), self.flow.encode(),
-                           partition=0)  # fmt: skip
+                           partition=0, on_delivery=delivered)  # fmt: skip
             writer.commit_transaction(self.timeout)
         except KafkaException as exc:
             # fenced: another driver claimed the writer since; its round decides
             raise wrap(
                 exc, f"record the shard map of {self.flow} in topic {self.topic} on {self.cluster}"
             ) from None
+        if offsets:
+            self._await_visible(offsets[0])
+
+    def _await_visible(self, offset: int) -> None:
+        """Return once read_committed readers see the record at ``offset``: a commit
+        returns before its markers are written, and a shard that checked the map in
+        between would take the previous one for the newest (and stop its batch).
+        Bounded: past ``VISIBLE_WAIT_SECONDS`` (another flow's transaction open on the
+        topic, say) the shards' check is what decides."""
+        consumer = self._reader()
+        deadline = time.monotonic() + VISIBLE_WAIT_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                _, stable = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, 0), timeout=self.timeout
+                )
+                if stable > offset:
+                    return
+                time.sleep(0.01)
+        except KafkaException as exc:
+            raise wrap(
+                exc, f"read the shard map's end in topic {self.topic} on {self.cluster}"
+            ) from None
+        finally:
+            consumer.close()
+
+    def _reader(self) -> Any:
+        """A read_committed consumer of the map's topic (assign() only)."""
+        return new_consumer(
+            {
+                **self._consumer_conf,
+                "group.id": self.reader_group,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
+                # the end is known from the fetch after the last record: at the default
+                # 500 ms that fetch waited for more (each read took about 1 s)
+                "fetch.wait.max.ms": 10,
+            }
+        )
 
     def is_newest(self, shard_map: ShardMap) -> bool:
         """Whether ``shard_map`` is still the newest recorded."""
@@ -204,7 +249,7 @@ def fence(
     producer_conf: Mapping[str, Any],
     timeout: float = 60.0,
     threads: int = FENCE_THREADS,
-    make: Callable[[dict[str, Any]], Any] = Producer,
+    make: Callable[[dict[str, Any]], Any] = new_producer,
     cluster: str = "the target",
 ) -> None:
     """``init_transactions`` on every id of ``ids``, ``threads`` at a time: each
@@ -238,6 +283,24 @@ def fence(
             + (" ..." if len(failed) > 5 else "")
             + f"): init transactions of {first_id}",
         ) from None
+
+
+def fence_live(
+    ids: Iterable[str],
+    producer_conf: Mapping[str, Any],
+    timeout: float = 60.0,
+    cluster: str = "the target",
+) -> tuple[list[str], str | None]:
+    """:func:`fence` on those of ``ids`` the cluster's coordinators hold: an id
+    never initialised has no producer to fence (a new flow's per-partition ids:
+    96 took 3 s at its first start). Returns (the ids fenced, None), or every id
+    and why the cluster could not say which are live
+    (:func:`mm.kafka.producers.live_transactional_ids`)."""
+    from mm.kafka.producers import live_transactional_ids
+
+    live, unknown = live_transactional_ids(producer_conf, ids)
+    fence(live, producer_conf, timeout, cluster=cluster)
+    return live, unknown
 
 
 def settle(

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     Consumer,
@@ -51,6 +51,9 @@ from mm.kafka.errors import wrap
 from mm.source.clients import DEFAULT_CLIENTS, MirrorClients
 from mm.source.spec import FlowRuntime, RangeSpec
 from mm.source.state import decode_state
+
+if TYPE_CHECKING:
+    from mm.source.position import Probes
 
 # (flow prefix, target topic, partition) -> batch id whose source-side syncs this
 # worker process wrote; lets a task skip re-writing them (see module docstring)
@@ -439,6 +442,7 @@ def prepare_range(
     clients: MirrorClients,
     pool: ClientPool,
     log: Callable[..., None] | None,
+    probes: Probes | None = None,
 ) -> tuple[int, int, str | None]:
     """Where a range starts copying, from its partition's committed ``state`` read
     after its producer was fenced or reused, and what that producer committed last
@@ -452,6 +456,7 @@ def prepare_range(
     the partition is copied (the shard commits them in one transaction). Raises
     STATE_MOVED when ``cached`` is not what is committed. Safe to run for several
     ranges at once (threads): it reads and writes syncs, it commits nothing itself.
+    ``probes``: the watermark probes the ranges share (:class:`mm.source.position.Probes`).
     """
     from mm.source import position
 
@@ -484,7 +489,7 @@ def prepare_range(
     result.resumed_from = result.position = committed
     if committed < 0:
         # no position: a new partition, or the state was lost (never re-mirror blindly)
-        start = position.start_without_state(rt, spec, clients, log)
+        start = position.start_without_state(rt, spec, clients, log, probes)
         if start != spec.start:
             # recovered: record it before anything else
             commit(spec, start, "")

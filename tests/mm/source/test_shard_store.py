@@ -6,7 +6,7 @@ fences the first one's map writer."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -19,7 +19,7 @@ from mm.source.shard_map import ShardMap
 from mm.source.shard_store import (
     SHARDS_TOPIC_CONFIG,
     ShardMapStore,
-    fence,
+    fence_live,
     settle,
     shards_topic,
 )
@@ -77,8 +77,16 @@ def _committed_values(cluster: KafkaCluster, topic: str) -> list[bytes | None]:
     return values
 
 
-def _fencer(cluster: KafkaCluster) -> Callable[..., None]:
-    return lambda ids: fence(ids, {"bootstrap.servers": cluster.bootstrap_servers}, 30)
+def _fencer(cluster: KafkaCluster, fenced: list[str] | None = None) -> Callable[..., None]:
+    """The mirror's fence round: the ids a coordinator holds, each fenced."""
+
+    def fence_round(ids: Iterable[str]) -> None:
+        live, unknown = fence_live(ids, {"bootstrap.servers": cluster.bootstrap_servers}, 30)
+        assert unknown is None, unknown  # Apache Kafka lists its transactional ids
+        if fenced is not None:
+            fenced.extend(live)
+
+    return fence_round
 
 
 def test_the_first_map_fences_the_per_partition_producers_and_is_read_back(
@@ -88,9 +96,13 @@ def test_the_first_map_fences_the_per_partition_producers_and_is_read_back(
     legacy = _open_transaction(cluster_b, f"{prefix}.{topic}.1", topic, 1)
     store = _store(cluster_b, source, prefix)
     assert store.read() is None
-    step = settle(store, [(topic, p) for p in range(3)], 2, _fencer(cluster_b))
+    fenced: list[str] = []
+    step = settle(store, [(topic, p) for p in range(3)], 2, _fencer(cluster_b, fenced))
     assert step.new_generation and step.map.generation == 1
     assert f"{prefix}.{topic}.1" in step.fence
+    # the ids of partitions 0 and 2 were never initialised: nothing to fence there
+    assert set(step.fence) == {f"{prefix}.{topic}.{p}" for p in range(3)}
+    assert fenced == [f"{prefix}.{topic}.1"]
     # the per-partition producer of before shards can no longer commit
     with pytest.raises(KafkaException):
         legacy.commit_transaction(30)
