@@ -46,7 +46,7 @@ def main() -> int:
 
 def _consume(consumer: Consumer, args: argparse.Namespace) -> int:
     progress, done = Progress(args), {}
-    while not progress.idle():
+    while not progress.idle(bool(consumer.assignment())):
         message = consumer.poll(0.2)
         if message is None:
             continue

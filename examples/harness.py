@@ -14,6 +14,13 @@ import os
 import time
 from typing import Any
 
+JOIN_TIMEOUT = 90.0  # seconds a consumer may take to get its partitions
+# kafka-python 3.0.12 can leave a subscribed consumer without its partitions for good
+# when a poll's timeout ends while its group join is in flight (seen on a loaded
+# machine): until it has partitions, it waits in long polls, not many short ones
+JOIN_POLL_MS = 30_000
+POLL_MS = 200
+
 
 def arguments(doc: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -38,10 +45,18 @@ class Progress:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.processed = 0
-        self.last_record = time.monotonic()
+        self.started = self.last_record = time.monotonic()
 
-    def idle(self) -> bool:
-        return time.monotonic() - self.last_record >= self.args.idle
+    def idle(self, assigned: bool) -> bool:
+        """No record for ``--idle`` seconds since the consumer had partitions (joining
+        its group, which takes seconds on a busy broker, is not idleness)."""
+        now = time.monotonic()
+        if not assigned:
+            if now - self.started > JOIN_TIMEOUT:
+                raise SystemExit(f"no partitions assigned within {JOIN_TIMEOUT:g}s")
+            self.last_record = now
+            return False
+        return now - self.last_record >= self.args.idle
 
     def record_done(self) -> bool:
         """True when a commit is due."""
@@ -57,8 +72,8 @@ def consume_kafka_python(consumer: Any, args: argparse.Namespace) -> int:
     from kafka.structs import OffsetAndMetadata
 
     progress, done = Progress(args), {}
-    while not progress.idle():
-        for tp, records in consumer.poll(timeout_ms=200).items():
+    while not progress.idle(assigned := bool(consumer.assignment())):
+        for tp, records in consumer.poll(timeout_ms=POLL_MS if assigned else JOIN_POLL_MS).items():
             for record in records:
                 process(record.topic, record.partition, record.offset, record.value)
                 done[tp] = record.offset + 1

@@ -8,7 +8,11 @@ consumer applications use when they fail over from one cluster to another.
 __version__ = "0.1.0"
 
 from mm_client.checkpoints_reader import CheckpointSnapshot, read_checkpoints
-from mm_client.cluster_errors import CheckpointsUnavailableError, ClusterUnavailableError
+from mm_client.cluster_errors import (
+    CheckpointsUnavailableError,
+    ClusterUnavailableError,
+    OffsetHistoryUnavailableError,
+)
 from mm_client.consumers import (
     Applied,
     assign_translated,
@@ -27,6 +31,7 @@ from mm_client.errors import (
 )
 from mm_client.failover import FailoverPlan, plan_failover, translate_all, translate_offsets
 from mm_client.fallback import ApproximateOffset, TimestampTranslation, translate_by_timestamp
+from mm_client.offset_history import OffsetHistory, read_offset_history, translate_source_offsets
 from mm_client.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
@@ -43,6 +48,7 @@ from mm_client.remote import (
     target_topics,
     upstream_clusters,
 )
+from mm_client.source_offsets import SourceOffsetTranslation
 from mm_client.topic_partition import TopicPartition
 from mm_client.translated import TranslatedOffsets
 
@@ -61,10 +67,13 @@ __all__ = [
     "KafkaOperationError",
     "MirrorError",
     "NoCheckpointsError",
+    "OffsetHistory",
+    "OffsetHistoryUnavailableError",
     "OffsetSync",
     "RecordDecodeError",
     "ReplicationPolicy",
     "RewindRefusedError",
+    "SourceOffsetTranslation",
     "TimestampTranslation",
     "TopicNotOnTargetError",
     "TopicPartition",
@@ -78,6 +87,7 @@ __all__ = [
     "plan_failover",
     "policy_from_class_name",
     "read_checkpoints",
+    "read_offset_history",
     "remote_topics",
     "replication_hops",
     "seek_to_translated",
@@ -85,6 +95,7 @@ __all__ = [
     "translate_all",
     "translate_by_timestamp",
     "translate_offsets",
+    "translate_source_offsets",
     "upstream_clusters",
     "would_cycle",
 ]

@@ -12,7 +12,12 @@ from typing import Literal
 
 from mm_client.errors import KafkaOperationError
 
-__all__ = ["CheckpointsUnavailableError", "ClusterUnavailableError"]
+__all__ = [
+    "CheckpointsUnavailableError",
+    "ClusterUnavailableError",
+    "OffsetHistoryUnavailableError",
+    "TopicUnreadableError",
+]
 
 CheckpointsProblem = Literal["unreachable", "missing", "incomplete", "error"]
 
@@ -35,18 +40,9 @@ class ClusterUnavailableError(KafkaOperationError):
         self.bootstrap_servers = bootstrap_servers
 
 
-class CheckpointsUnavailableError(KafkaOperationError):
-    """The checkpoints topic could not be read to its end.
-
-    ``reason`` says why:
-
-    * ``"unreachable"``: the cluster did not answer within the timeout;
-    * ``"missing"``: the topic does not exist on that cluster (wrong cluster,
-      wrong source alias, or checkpoints never emitted);
-    * ``"incomplete"``: reading started but did not reach the end in time; a
-      partial read could return stale offsets, so nothing is returned;
-    * ``"error"``: the broker refused the read (e.g. authorization).
-    """
+class TopicUnreadableError(KafkaOperationError):
+    """An internal topic of the target could not be read to its end; ``reason`` says
+    why (see :class:`CheckpointsUnavailableError`) and ``topic`` names it."""
 
     def __init__(
         self,
@@ -62,3 +58,23 @@ class CheckpointsUnavailableError(KafkaOperationError):
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.reason: CheckpointsProblem = reason
+
+
+class CheckpointsUnavailableError(TopicUnreadableError):
+    """The checkpoints topic could not be read to its end.
+
+    ``reason`` says why:
+
+    * ``"unreachable"``: the cluster did not answer within the timeout;
+    * ``"missing"``: the topic does not exist on that cluster (wrong cluster,
+      wrong source alias, or checkpoints never emitted);
+    * ``"incomplete"``: reading started but did not reach the end in time; a
+      partial read could return stale offsets, so nothing is returned;
+    * ``"error"``: the broker refused the read (e.g. authorization).
+    """
+
+
+class OffsetHistoryUnavailableError(TopicUnreadableError):
+    """The offset history the checkpoint job publishes on the target could not be
+    read (``reason`` as for :class:`CheckpointsUnavailableError`; ``"missing"`` also
+    when the topic holds no history yet)."""

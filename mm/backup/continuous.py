@@ -11,7 +11,10 @@ configuration (ConfigError, UsageError) ends it, with exit 2.
 pass in flight finishes (it is bounded: its ranges end where the log ended when
 it started) and no new one starts. A second signal during a pass abandons it:
 its Spark jobs are cancelled; segments it committed stay, copies it started are
-aborted by the next run's recovery, as after a crash. A pass that fails after
+aborted by the next run's recovery, as after a crash. The pass in flight gets to
+finish only while the backed-up cluster answers: one that does not (a frozen
+broker) ends the stop within 10 s (:class:`mm.signals.StopBound`, patient), which
+is as safe as the crash above. A pass that fails after
 the stop request (Spark's JVM got the signal too) is abandoned the same way, not
 retried. ``mm mirror`` also takes SIGINT as a clean stop (exit 0).
 
@@ -33,6 +36,7 @@ from mm.backup.settings import backup_settings
 from mm.config import MirrorConfig
 from mm.errors import ConfigError, UsageError
 from mm.logs import get_logger
+from mm.signals import PATIENT_BOUND_SECONDS, PROBE_SECONDS, StopBound, off_the_main_thread
 
 RunPass = Callable[..., BackupReport]
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -67,10 +71,17 @@ class _Session:
 class _Stopper:
     """SIGTERM/SIGINT: the first sets ``stop``; a second during a pass cancels it."""
 
-    def __init__(self, stop: threading.Event, log: Any, cancel: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        stop: threading.Event,
+        log: Any,
+        cancel: Callable[[], None],
+        requested: Callable[[], None] = lambda: None,
+    ) -> None:
         self.stop = stop
         self.log = log
         self.cancel = cancel
+        self.requested = requested  # starts the stop's bound (mm.signals.StopBound)
         self.in_pass = False
         self.cancelled = False
 
@@ -78,6 +89,7 @@ class _Stopper:
         name = signal.Signals(signum).name
         if not self.stop.is_set():
             self.stop.set()
+            self.requested()
             if self.in_pass:
                 self.log.info(
                     "stop requested: the pass in flight finishes first (signal again to "
@@ -144,7 +156,17 @@ def run_backup_continuous(
     stop = stop or threading.Event()
     session = _Session(spark_factory or (lambda: _spark(cfg)))
     totals = RunTotals()
-    stopper = _Stopper(stop, log, session.cancel_jobs)
+    # a pass in flight finishes while every cluster answers; one that does not (a
+    # frozen broker) ends the stop within 10 s: segments are committed or not at all,
+    # and the next run's recovery aborts the copies left open, as after a crash
+    bound = StopBound(
+        "backup",
+        log,
+        _backed_up_cluster_probe(cfg),
+        seconds=PATIENT_BOUND_SECONDS,
+        patient=True,
+    )
+    stopper = _Stopper(stop, log, session.cancel_jobs, bound.requested)
     # installed first: a signal while Spark starts is a stop, not a kill
     restore = stopper.install()
     try:
@@ -157,7 +179,9 @@ def run_backup_continuous(
             error: Exception | None = None
             stopper.in_pass = True
             try:
-                report = run_pass(cfg, timeout=timeout, spark_factory=session.get)
+                report = off_the_main_thread(
+                    lambda: run_pass(cfg, timeout=timeout, spark_factory=session.get)
+                )
             except (ConfigError, UsageError):
                 raise
             except Exception as exc:  # the broker, the store, Spark: retried
@@ -179,7 +203,16 @@ def run_backup_continuous(
     finally:
         session.stop(log)
         restore()
+        bound.finished()  # in time: else the bound's line is the run's last
     return totals
+
+
+def _backed_up_cluster_probe(cfg: MirrorConfig) -> Callable[[], Any]:
+    """The probe of the cluster a backup reads (``backup.cluster``)."""
+    from mm.reach import unreachable
+
+    alias = backup_settings(cfg).cluster
+    return lambda: unreachable(cfg, [alias], PROBE_SECONDS)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -68,6 +68,7 @@ from mm_client.kafka import (
 from mm_client.records import Checkpoint
 
 from mm.checkpoint import rules, snapshot
+from mm.checkpoint.history import PRODUCER_MAX_BYTES, HistoryPublisher
 from mm.checkpoint.reader import gaps_are_holes, offset_key
 from mm.checkpoint.rules import GroupOffset
 from mm.checkpoint.store import prune_bound
@@ -187,6 +188,8 @@ class FlowCheckpointer:
         self._lock = threading.RLock()
         self._groups_at = -math.inf
         self._log_starts: dict[tuple[str, int], int] = {}
+        # partitions whose log start could not be read (warned about once)
+        self._unknown_log_starts: set[tuple[str, int]] = set()
         self._last_tick = -math.inf
         self._last_group_sync = -math.inf
         self._dirty = False
@@ -195,6 +198,7 @@ class FlowCheckpointer:
         self._producer: Producer | None = None
         self._target_to_source: dict[str, str] = {}
         self._warned_backwards: set[tuple[CheckpointKey, int]] = set()
+        self.history = HistoryPublisher(flow.name, flow.source, self.log)
 
     # --- clients ------------------------------------------------------------------
     @property
@@ -214,6 +218,8 @@ class FlowCheckpointer:
         if self._producer is None:
             conf = dict(self._target_producer_conf)
             conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
+            # one request must carry the whole published history (mm.checkpoint.history)
+            conf.setdefault("message.max.bytes", PRODUCER_MAX_BYTES)
             self._producer = new_producer(conf)
         return self._producer
 
@@ -236,6 +242,11 @@ class FlowCheckpointer:
         ensure_topic(
             self.target_admin,
             self.checkpoints_topic,
+            f"cluster {self.flow.target}",
+            self.flow.checkpoints_topic_replication_factor,
+        )
+        self.history.ensure_topic(
+            self.target_admin,
             f"cluster {self.flow.target}",
             self.flow.checkpoints_topic_replication_factor,
         )
@@ -343,7 +354,20 @@ class FlowCheckpointer:
             finally:
                 self._save()
                 self._save_report()
+                self._publish_history()
             return ok
+
+    def _publish_history(self) -> None:
+        """The store on the target for readers without the source (see
+        :mod:`mm.checkpoint.history`); a failure waits for the next round."""
+        try:
+            self.history.publish(self.producer, self.snap.store)
+        except (KafkaException, MirrorError) as exc:
+            self.log.warning(
+                "offset history not published; retried next round",
+                topic=self.history.topic,
+                error=str(exc),
+            )
 
     def _save(self) -> None:
         if self._dirty or not self.snapshot_path.exists():
@@ -506,14 +530,18 @@ class FlowCheckpointer:
             request_timeout=REQUEST_TIMEOUT,
         )
         for tp, fut in futs.items():
+            key = (tp.topic, tp.partition)
             try:
-                self._log_starts[(tp.topic, tp.partition)] = fut.result(REQUEST_TIMEOUT + 5).offset
+                self._log_starts[key] = fut.result(REQUEST_TIMEOUT + 5).offset
+                self._unknown_log_starts.discard(key)
             except KafkaException as exc:
-                # a deleted source topic: its history stays until it can be judged
-                self.log.warning(
-                    "log start unknown", topic=tp.topic, partition=tp.partition, error=str(exc)
-                )
-                self._log_starts.pop((tp.topic, tp.partition), None)
+                # a deleted source topic: its history stays until it can be judged.
+                # Said once per partition (and again after it was known), not at
+                # every refresh for as long as its syncs are kept
+                log = self.log.debug if key in self._unknown_log_starts else self.log.warning
+                log("log start unknown", topic=tp.topic, partition=tp.partition, error=str(exc))
+                self._unknown_log_starts.add(key)
+                self._log_starts.pop(key, None)
 
     def _read_positions(self) -> None:
         from mm.source.state import decode_state

@@ -28,7 +28,7 @@ from mm.checkpoint.emitter import CheckpointStats, FlowCheckpointer
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
 from mm.logs import get_logger, quiet_spark_shutdown
-from mm.signals import stop_on_signals
+from mm.signals import StopBound, cluster_probe, stop_on_signals
 from mm.source.job import SharedRun
 from mm.spark_errors import without_class, worker_error_line
 
@@ -56,13 +56,16 @@ def run_checkpoint(
     if not active:
         return {}
     stop = shared.stop if shared is not None else threading.Event()
+    # under mm run the run's own bound covers the job (its clock never starts here)
+    bound = StopBound("checkpoint", log, cluster_probe(cfg, active))
     # installed before Spark starts: a signal while it starts is a stop too
-    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
+    restore = stop_on_signals(stop, log, bound=bound) if shared is None else (lambda: None)
     try:
-        return _run(cfg, once, active, stop, log, None if shared is None else shared.spark)
+        return _run(cfg, once, active, stop, log, bound, None if shared is None else shared.spark)
     finally:
         restore()
         if stop.is_set():
+            bound.finished()  # in time: else the bound's line is the job's last
             (log.info if shared is None else log.debug)("checkpoint stopped on request")
 
 
@@ -72,6 +75,7 @@ def _run(
     active: list[FlowConfig],
     stop: threading.Event,
     log: Any,
+    bound: StopBound,
     session: Any = None,
 ) -> dict[str, tuple[CheckpointStats, bool]]:
     from mm.checkpoint.reader import (
@@ -101,7 +105,7 @@ def _run(
             spark = build_spark("mm-checkpoint", cfg.spark, cfg.setting("spark.class.archive"))
             # PySpark installed its own SIGINT handler (cancel the jobs, raise
             # KeyboardInterrupt in the py4j call running: tracebacks); ours again
-            restore_ours = stop_on_signals(stop, log)
+            restore_ours = stop_on_signals(stop, log, bound=bound)
         spark.dataSource.register(OffsetSyncsDataSource)
         max_per_batch = str(cfg.setting("checkpoint.max.syncs.per.batch"))
         for w in workers:

@@ -238,7 +238,9 @@ class OffsetSyncsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         try:
             consumer.assign([TopicPartition(partition.topic, partition.partition, partition.start)])
             while True:
-                msgs = consumer.consume(5000, 0.5)
+                # consume() waits out its timeout unless it has all 5000: short, or the
+                # last records of every read waited 0.5 s
+                msgs = consumer.consume(5000, 0.05)
                 if not msgs:
                     if time.monotonic() - idle_since > 60:
                         raise KafkaOperationError(

@@ -49,7 +49,7 @@ from typing import Any
 from mm.commands.flows import add_config_option, add_one_flow_option, groups_pattern, one_flow
 from mm.commands.translate import skipped_json
 from mm.config import FlowConfig, load_config
-from mm.dr.failover_point import FailoverPoint
+from mm.dr.failover_point import EXACT, FailoverPoint, point_loss_sentence
 from mm.dr.failover_proof import PROVEN, FailoverProof
 from mm.dr.groups import (
     DRY_RUN,
@@ -121,13 +121,16 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     flow = one_flow(cfg, args.flow)
     selector = _selector(args)
-    from mm.dr.failover_point_run import read_failover_point, record_failover_point
+    from mm.dr.failover_point_run import read_failover_point, record_failover_point, source_down
 
-    # where the mirror stood, read from the target only (the source may be gone);
-    # recorded there before any group moves, also when no selected group has
-    # checkpoints: the point is the flow's (the application moved to the target), and
-    # failback needs it to quarantine what the source took afterwards
-    point = read_failover_point(cfg, flow, args.timeout)
+    # asked once: the point's exact loss and the proof both need the source to answer
+    down = source_down(cfg, flow, args.timeout)
+    # where the mirror stood, read from the target (the source may be gone; where it
+    # answers, its ends make the loss exact); recorded there before any group moves,
+    # also when no selected group has checkpoints: the point is the flow's (the
+    # application moved to the target), and failback needs it to quarantine what the
+    # source took afterwards
+    point = read_failover_point(cfg, flow, args.timeout, down=down)
     policy = flow.policy()
     target = cfg.cluster(flow.target)
     # one read of the checkpoints topic for every selected group
@@ -164,11 +167,12 @@ def run(args: argparse.Namespace) -> int:
         }
     from mm.dr.failover_proof import prove_failover
 
-    proof = (
-        FailoverProof(False, "not proven: --no-proof")
-        if args.no_proof or not translations
-        else prove_failover(cfg, flow, translations, args.timeout)
-    )
+    if args.no_proof or not translations:
+        proof = FailoverProof(False, "not proven: --no-proof")
+    elif down is not None:
+        proof = FailoverProof(False, f"not proven: {down}")
+    else:
+        proof = prove_failover(cfg, flow, translations, args.timeout)
     results |= move_groups(
         target.librdkafka("admin"), flow.target, translations, args.dry_run, args.timeout
     )
@@ -248,26 +252,26 @@ def describe_point(
         if dry_run
         else "not recorded: no selected group has checkpoints"
     )
-    if point.ends_seen_ms is None:
-        loss = (
-            "estimated loss unknown: no source end offsets the mirror published could be "
-            "read (mm-mirror-ends topic missing or empty, or its newest record for the flow "
+    loss = point_loss_sentence(point)
+    if point.loss_kind == EXACT:
+        seconds = point.loss_seconds
+        loss += f", up to {'an unknown span' if seconds is None else f'{seconds:.1f}s'} of data"
+    elif point.ends_seen_ms is not None:
+        loss += f"; the ends were read at {_utc(point.ends_seen_ms)}"
+    else:
+        loss += (
+            " (mm-mirror-ends topic missing or empty, or its newest record for the flow "
             "corrupt: see the log)"
         )
-    else:
-        seconds = point.loss_seconds
-        span = "an unknown span" if seconds is None else f"{seconds:.1f}s"
-        loss = (
-            f"estimated loss: {point.loss_offsets} offsets not mirrored (records and "
-            f"transaction markers), up to {span} of data, against the source ends the "
-            f"mirror saw at {_utc(point.ends_seen_ms)}"
-        )
+    if point.source_unread is not None and point.loss_kind != EXACT:
+        loss += f"; not read at the failover: {point.source_unread}"
     lines = [f"failover point ({where}): {loss}"]
     behind = [p for p in point.partitions if p.loss_offsets]
+    known = "" if point.loss_kind == EXACT else ", or more"
     for p in behind[:20]:
         lines.append(
             f"  {p.topic}[{p.partition}]: mirrored up to {p.mirrored_to}, source end seen "
-            f"{p.source_end_seen} ({p.loss_offsets} offsets behind)"
+            f"{p.source_end_seen} ({p.loss_offsets} offsets behind{known})"
         )
     if len(behind) > 20:
         lines.append(f"  ... and {len(behind) - 20} more partitions behind")

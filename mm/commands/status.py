@@ -4,7 +4,8 @@ Exit codes: 0 no threshold breached, 1 an alert (a breached ``mm.alert.*``
 threshold, detected truncation, an unreachable cluster), 2 invalid configuration.
 ``--watch`` refreshes in place until Ctrl-C (exit code of the last refresh);
 ``--serve PORT`` exposes the numbers as Prometheus metrics, refreshed every
-``--interval`` seconds, until SIGTERM/SIGINT (exit 0).
+``--interval`` seconds, until SIGTERM/SIGINT (exit 0). In both, each round's source
+end offsets are published to the target for `mm failover` (:mod:`mm.status.publish`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mm.commands.flows import add_config_option
-from mm.config import load_config
-from mm.signals import stop_on_signals
+from mm.config import MirrorConfig, load_config
+from mm.signals import StopBound, cluster_probe, off_the_main_thread, stop_on_signals
 
 THRESHOLDS_HELP = """\
 Alert thresholds (mm.* keys of the properties file; a value above one is an alert):
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         report = once()
         _print(report, as_json=args.json)
         return 0 if report.ok else 1
-    return _loop(args, once)
+    return _loop(args, once, cfg)
 
 
 def _print(report: Any, *, as_json: bool, compact: bool = False) -> None:
@@ -129,13 +130,20 @@ def _print(report: Any, *, as_json: bool, compact: bool = False) -> None:
         make_console().print(render(report))
 
 
-def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
+def _loop(args: argparse.Namespace, once: Callable[[], Any], cfg: MirrorConfig) -> int:
     from mm.logs import get_logger
 
     log = get_logger("mm.status")
     stop = threading.Event()
-    restore = stop_on_signals(stop, log)
+    # a round blocked on a frozen cluster (30 s timeouts, one after another) would
+    # hold the stop: bounded as every long-running job's (mm.signals.StopBound)
+    bound = StopBound("status", log, cluster_probe(cfg, cfg.enabled_flows()))
+    restore = stop_on_signals(stop, log, bound=bound)
     collector = server = None
+    from mm.status.publish import StatusEnds
+
+    # what each round saw of the sources, for `mm failover` when the mirror is down
+    ends = StatusEnds(cfg, log.warning)
     if args.serve is not None:
         from mm.metrics import serve_status
 
@@ -153,7 +161,8 @@ def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
             live.start()
         while not stop.is_set():
             started = time.monotonic()
-            report = once()
+            report = off_the_main_thread(once)  # the stop is heard while a round waits
+            ends.publish(report)
             if collector is not None:
                 collector.update(report)
             if live is not None:
@@ -174,8 +183,10 @@ def _loop(args: argparse.Namespace, once: Callable[[], Any]) -> int:
             live.stop()
         if server is not None:
             server.close()
+        ends.close()
         restore()
         if stop.is_set():
+            bound.finished()  # in time: else the bound's line is the last
             log.info("status stopped on request")
     if args.serve is not None or report is None:
         return 0

@@ -2,12 +2,21 @@
 
 Per mirrored partition: the mirror's committed position on the target (the next
 source offset it would have copied: everything below it is on the target, nothing
-at or after it), the newest source end the mirror saw (:mod:`mm.source.ends`) and,
-from the two, the estimated loss: offsets the source held that never reached the
-target (transaction markers included, so an upper bound on records), and the
-seconds of data they span (from the newest mirrored record's timestamp to when
-that end was seen). It is recorded on the target by `mm failover`, so failing
-back later knows which records on the source diverged.
+at or after it), the newest source end seen and, from the two, the loss: offsets
+the source held that never reached the target (transaction markers included), and
+the seconds of data they span at most (from the newest mirrored record's timestamp
+to when that end was seen). It is recorded on the target by `mm failover`, so
+failing back later knows which records on the source diverged.
+
+The figure has a kind (:func:`loss_kind`), and :func:`loss_sentence` says it in the
+words the runbook and the drill use:
+
+- ``exact``: the source answered at the failover and its ends were read then;
+- ``lower_bound``: it did not; the ends are the newest a job published
+  (:mod:`mm.source.ends`), seen some seconds before the failover: what the source
+  acknowledged after that is not counted, so the real loss is at least this. A 0
+  here is "0 known", never "nothing lost";
+- ``unknown``: no published end covers every partition.
 """
 
 from __future__ import annotations
@@ -20,6 +29,12 @@ from typing import Any
 Key = tuple[str, int]
 
 FAILOVER_POINTS_TOPIC = "mm-failover-points.{source}.internal"
+
+EXACT = "exact"
+LOWER_BOUND = "lower_bound"
+UNKNOWN = "unknown"
+#: who saw the ends: the source itself, read at the failover, else a job's publication
+SEEN_AT_FAILOVER = "source"
 
 
 def failover_points_topic(source: str) -> str:
@@ -44,14 +59,31 @@ class FailoverPoint:
     source: str
     target: str
     recorded_ms: int
-    ends_seen_ms: int | None  # when the mirror read the ends below (None: never published)
+    ends_seen_ms: int | None  # when the ends below were read (None: never published)
     partitions: list[PartitionPoint] = field(default_factory=list)
+    # SEEN_AT_FAILOVER, or the job that published them ("mirror", "status"); points
+    # recorded before this field existed hold published ends: "mirror"
+    ends_seen_by: str | None = None
+    # why the source's ends were not read at the failover (None: they were, or no try)
+    source_unread: str | None = None
+
+    @property
+    def loss_kind(self) -> str:
+        return loss_kind(self.loss_offsets, self.ends_seen_by)
+
+    @property
+    def ends_age_seconds(self) -> float | None:
+        """How long before the point was taken the ends were seen."""
+        return ends_age(self.recorded_ms, self.ends_seen_ms)
 
     @property
     def loss_offsets(self) -> int | None:
-        """Total estimated loss; None when some partition's loss is unknown."""
+        """Total loss; None when some partition's loss is unknown, or no end was seen
+        (no partition either: nothing known, not 0)."""
         losses = [p.loss_offsets for p in self.partitions]
-        return None if any(x is None for x in losses) else sum(x for x in losses if x is not None)
+        if self.ends_seen_ms is None or any(x is None for x in losses):
+            return None
+        return sum(x for x in losses if x is not None)
 
     @property
     def loss_seconds(self) -> float | None:
@@ -63,6 +95,8 @@ class FailoverPoint:
         return {
             **{k: v for k, v in asdict(self).items() if k != "partitions"},
             "loss_offsets": self.loss_offsets,
+            "loss_kind": self.loss_kind,
+            "ends_age_seconds": self.ends_age_seconds,
             "loss_seconds": self.loss_seconds,
             "partitions": [asdict(p) for p in self.partitions],
         }
@@ -85,6 +119,10 @@ class FailoverPoint:
                 int(doc["recorded_ms"]),
                 doc["ends_seen_ms"],
                 parts,
+                # absent from points recorded before the figure had a kind: those
+                # were always taken against the mirror's published ends
+                doc.get("ends_seen_by", None if doc["ends_seen_ms"] is None else "mirror"),
+                doc.get("source_unread"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a failover point ({exc!r}): {(value or b'')[:80]!r}") from None
@@ -101,6 +139,8 @@ def failover_point(
     newest_ms: Mapping[Key, int | None],
     remote: Callable[[str], str],
     mirrored: Callable[[str], bool] = lambda _topic: True,
+    ends_seen_by: str | None = "mirror",
+    source_unread: str | None = None,
 ) -> FailoverPoint:
     """The point from the mirror's positions and the ends it saw (both keyed by source
     partition) and the newest mirrored timestamps (keyed by source partition).
@@ -111,10 +151,15 @@ def failover_point(
     end published by a mirror of another topic list. A partition the published ends
     do not cover (none published, or an older publication than its position) is kept
     with its loss unknown, never dropped: failback must know every mirrored partition.
+
+    ``ends_seen_by``: :data:`SEEN_AT_FAILOVER` when ``ends_seen`` are the source's
+    ends read now (the figure is exact), else the job that published them (a lower
+    bound); ``source_unread`` says why the source was not read.
     """
     ends_keys = set(ends_seen) if ends_seen is not None else set()
     keys = sorted(k for k in set(positions) | ends_keys if mirrored(k[0]))
-    point = FailoverPoint(flow, source, target, recorded_ms, ends_seen_ms)
+    by = None if ends_seen is None else ends_seen_by
+    point = FailoverPoint(flow, source, target, recorded_ms, ends_seen_ms, [], by, source_unread)
     for t, p in keys:
         pos = positions.get((t, p))
         end = None if ends_seen is None else ends_seen.get((t, p))
@@ -128,3 +173,57 @@ def failover_point(
                 row.loss_seconds = max(0.0, (ends_seen_ms - newest) / 1000)
         point.partitions.append(row)
     return point
+
+
+def loss_kind(loss_offsets: int | None, ends_seen_by: str | None) -> str:
+    """``exact`` | ``lower_bound`` | ``unknown`` (see the module's docstring)."""
+    if loss_offsets is None:
+        return UNKNOWN
+    return EXACT if ends_seen_by == SEEN_AT_FAILOVER else LOWER_BOUND
+
+
+def ends_age(recorded_ms: int, ends_seen_ms: int | None) -> float | None:
+    """Seconds from when the ends were seen to the failover (never negative: the
+    ends of another host's clock may be a little ahead)."""
+    return None if ends_seen_ms is None else max(0.0, (recorded_ms - ends_seen_ms) / 1000)
+
+
+def loss_sentence(
+    kind: str,
+    offsets: int | None,
+    age_seconds: float | None,
+    seen_by: str | None,
+    source: str = "A",
+) -> str:
+    """The figure in words, as `mm failover` prints it and the drill reports it.
+
+    Never a bare 0 unless exact: a lower bound says how much is known and how long
+    before the failover the source was last seen."""
+    if kind == EXACT:
+        return (
+            f"loss: {offsets} offsets not mirrored, exact: {source} answered, its end "
+            "offsets were read at the failover (records and transaction markers)"
+        )
+    if kind == LOWER_BOUND:
+        age = "an unknown time" if age_seconds is None else f"{age_seconds:.1f} s"
+        return (
+            f"loss: at least {offsets} offsets not mirrored ({offsets} known), a lower "
+            f"bound: {source} was last seen {age} before the failover (by the {seen_by}); "
+            f"records {source} acknowledged after that are not counted"
+        )
+    if age_seconds is None:
+        return (
+            f"loss: unknown: {source} was not read at the failover and no end offsets of "
+            f"{source} that a job published could be read"
+        )
+    return (
+        f"loss: unknown: the end offsets of {source} last seen ({age_seconds:.1f} s before "
+        f"the failover, by the {seen_by}) do not cover every mirrored partition"
+    )
+
+
+def point_loss_sentence(point: FailoverPoint) -> str:
+    return loss_sentence(
+        point.loss_kind, point.loss_offsets, point.ends_age_seconds, point.ends_seen_by,
+        point.source,
+    )  # fmt: skip

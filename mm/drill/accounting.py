@@ -15,6 +15,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
+
+from mm.dr.failover_point import LOWER_BOUND, UNKNOWN, loss_sentence
 
 RecordId = tuple[str, int]
 """(producer id, sequence number)."""
@@ -26,6 +29,44 @@ class LossFigures:
     mirrored_records: int  # acknowledged on A and readable on B
     lost_records: int  # acknowledged on A, never readable on B
     lost_seconds: float  # RPO: disaster time minus the oldest lost record's ack time
+
+
+@dataclass(frozen=True)
+class LossEstimate:
+    """`mm failover`'s own loss figure, from its failover point (see
+    :mod:`mm.dr.failover_point`): offsets, not records, so transaction markers count.
+
+    ``kind``: ``exact`` (A answered at the failover), ``lower_bound`` (A was not read:
+    the newest ends a job published, ``age_seconds`` before the failover) or
+    ``unknown``. A lower bound is not comparable with the measured records either
+    way (markers count in it, what A took after it was last seen does not): the drill
+    reports both, and judges neither by the other."""
+
+    offsets: int | None
+    kind: str
+    age_seconds: float | None
+    seen_by: str | None
+
+
+def loss_estimate(point: Mapping[str, Any]) -> LossEstimate:
+    """The figure of the ``failover_point`` of `mm failover --json`."""
+    kind = point.get("loss_kind")
+    offsets = point.get("loss_offsets")
+    if kind is None:  # an mm failover of before the figure had a kind: never exact
+        kind = UNKNOWN if offsets is None else LOWER_BOUND
+    age, by = point.get("ends_age_seconds"), point.get("ends_seen_by")
+    return LossEstimate(offsets, str(kind), age, by)
+
+
+def describe_estimate(estimate: LossEstimate, measured: LossFigures, source: str = "A") -> str:
+    """The failover's figure in its own words, then what the drill measured."""
+    figure = loss_sentence(
+        estimate.kind, estimate.offsets, estimate.age_seconds, estimate.seen_by, source
+    )
+    return (
+        f"failover point: {figure}; measured: {measured.lost_records} records "
+        f"acknowledged on {source} never on B"
+    )
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ A run owns everything it creates through one mark, ``drill-<8 hex>``, in every n
 - its topics and groups: ``mm-drill-<hex>-<scenario>``, ``mm-drill-<hex>-<scenario>-<speed>``;
 - its cluster aliases: ``drill-<hex>-<user alias>``. Every name the mirror, checkpoint
   and DR commands derive from a flow (state group ``__mm.mirror.<src>.<tgt>``,
-  transactional ids ``mm.<src>.<tgt>...``, offset-syncs, checkpoints, mirror-ends and
-  failover-points topics, remote topics ``<src>.<topic>``) therefore carries the mark
-  and differs from what the user's own flow uses.
+  transactional ids ``mm.<src>.<tgt>...``, offset-syncs, checkpoints, mirror-ends,
+  offset-history and failover-points topics, remote topics ``<src>.<topic>``) therefore
+  carries the mark and differs from what the user's own flow uses.
 
 So cleanup deletes exactly the topics and groups whose name carries the mark, on both
 clusters, and nothing else. The one fixed name the jobs would share with the user is

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mm.drill.accounting import GroupFigures, LossFigures
+from mm.drill.accounting import GroupFigures, LossEstimate, LossFigures, describe_estimate
 
 FORMAT = 1  # version of the JSON document, bumped when a field changes meaning
 
@@ -92,6 +92,14 @@ class ScenarioReport:
     # says why nothing was proven (A down)
     proof: list[ProofRow] | None = None
     proof_message: str | None = None
+    # failover: mm failover's own loss figure (None: not a failover, or no point)
+    loss_estimate: LossEstimate | None = None
+
+    def estimate_line(self) -> str | None:
+        """The failover's figure and the measured loss, in the runbook's words."""
+        if self.loss_estimate is None:
+            return None
+        return describe_estimate(self.loss_estimate, self.loss)
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,9 @@ def _scenario(doc: dict[str, Any]) -> ScenarioReport:
         content_differs=doc.get("content_differs"),
         proof=None if doc.get("proof") is None else [ProofRow(**r) for r in doc["proof"]],
         proof_message=doc.get("proof_message"),
+        loss_estimate=None
+        if doc.get("loss_estimate") is None
+        else LossEstimate(**doc["loss_estimate"]),
     )
 
 
@@ -246,6 +257,9 @@ def summary_table(report: DrillReport) -> str:
     lines = [line.rstrip() for line in capture.get().splitlines()]
     for sc in report.scenarios:
         lines.extend(f"{sc.name}: {reason}" for reason in sc.reasons)
+        estimate = sc.estimate_line()
+        if estimate is not None:
+            lines.append(f"{sc.name}: {estimate}")
     return "\n".join(lines).strip("\n") + "\n"
 
 
@@ -446,6 +460,9 @@ def _scenario_html(sc: ScenarioReport, origin: float) -> str:
         f"acknowledged on the source: {loss.acked_records}, on the target: "
         f"{loss.mirrored_records}, lost: {loss.lost_records} ({loss.lost_seconds:.1f} s)",
     ]
+    estimate = sc.estimate_line()
+    if estimate is not None:
+        items.append(e(estimate))
     if sc.quarantined_records is not None:
         items.append(f"divergent records quarantined: {sc.quarantined_records}")
     if sc.proof is not None:

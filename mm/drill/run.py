@@ -66,9 +66,11 @@ from mm.drill.accounting import (
     LossFigures,
     RecordId,
     Verdict,
+    describe_estimate,
     group_figures,
     judge_failover,
     judge_switchover,
+    loss_estimate,
     loss_figures,
     lost_ids,
     twice_bound,
@@ -758,13 +760,11 @@ class Drill:
         self._keep_records(w, self._failover_extra)
         verdict: Verdict = judge_failover(figures, allowed)
         reasons = list(verdict.reasons) + notes
-        point = doc.get("failover_point") or {}
-        estimate = sum(int(r.get("loss_offsets") or 0) for r in point.get("partitions", []))
-        reasons_info = (
-            f"failover point: estimated loss {estimate} offsets; measured "
-            f"{loss.lost_records} records acknowledged on A never on B"
-        )
-        say(f"failover: {reasons_info}")
+        point = doc.get("failover_point")
+        # mm failover's own figure (exact, a lower bound, unknown): never a bare 0
+        estimate = None if point is None else loss_estimate(point)
+        if estimate is not None:
+            say(f"failover: {describe_estimate(estimate, loss)}")
         if res.returncode != 0:
             reasons.append(f"mm failover exited {res.returncode}: {doc.get('message')}")
         self._lost_at_failover = lost
@@ -781,6 +781,7 @@ class Drill:
             replication_latency_ms=latency_stats(latency),
             proof=None if not proof else [ProofRow(**r) for r in proof.get("partitions", [])],
             proof_message=proof.get("message"),
+            loss_estimate=estimate,
         )
 
     def failback(self) -> ScenarioReport:

@@ -16,7 +16,7 @@ from mm.config import FlowConfig, MirrorConfig
 from mm.errors import KafkaOperationError, MirrorError
 from mm.heartbeat.emitter import HeartbeatEmitter, HeartbeatStats, HeartbeatWriteError
 from mm.logs import get_logger
-from mm.signals import stop_on_signals
+from mm.signals import StopBound, cluster_probe, stop_on_signals
 
 __all__ = ["HeartbeatWriteError", "heartbeat_flows", "run_heartbeat"]
 
@@ -52,7 +52,9 @@ def run_heartbeat(
     # a caller's stop event (mm run) means the caller announces the stop
     announce = log.info if stop is None else log.debug
     stop = stop or threading.Event()
-    restore = stop_on_signals(stop, log)
+    # a flush or a topic creation waiting on a frozen source: see StopBound
+    bound = StopBound("heartbeats", log, cluster_probe(cfg, active))
+    restore = stop_on_signals(stop, log, bound=bound)
     try:
         if once:
             emitter.prepare()
@@ -77,6 +79,7 @@ def run_heartbeat(
         restore()
         emitter.close()
         if stop.is_set():
+            bound.finished()  # in time: else the bound's line is the job's last
             announce(
                 "heartbeats stopped on request",
                 **{name: st.summary() for name, st in emitter.stats.items()},

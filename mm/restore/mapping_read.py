@@ -101,7 +101,7 @@ def _mapping_values_consumer(
         while position < end:
             if time.monotonic() > deadline:
                 raise MirrorError(f"read {topic}: at offset {position} of {end} after {timeout:g}s")
-            for m in consumer.consume(1000, 0.5):
+            for m in consumer.consume(1000, 0.05):  # returns at its timeout unless full
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -14,11 +14,12 @@ from mm.run.backoff import Backoff
 from mm.run.jobs import build_jobs, plan_jobs
 from mm.run.state import WRITE_EVERY_SECONDS, JobState, RunState, jobs_file
 from mm.run.supervisor import Supervisor
-from mm.signals import stop_on_signals
+from mm.signals import StopBound, cluster_probe, stop_on_signals
 from mm.source.job import SharedRun, lock_flow_state
 from mm.state_dir import StateDirError
 
-# how long the jobs get to stop their queries and flush before the process gives up
+# how long the jobs get to stop their queries and flush before the process gives up;
+# on a stop request the StopBound ends the process long before (mm.signals)
 STOP_TIMEOUT_SECONDS = 120.0
 
 
@@ -41,7 +42,8 @@ def run_all(
     if not plan:
         raise MirrorError("no job to run: no selected flow is enabled")
     stop = threading.Event()
-    restore = stop_on_signals(stop, log)
+    bound = StopBound("run", log, cluster_probe(cfg, flows))
+    restore = stop_on_signals(stop, log, bound=bound)
     state = RunState(plan, jobs_file(cfg.state_dir))
     spark: Any = None
     metrics: Any = None
@@ -54,7 +56,7 @@ def run_all(
 
         spark = build_spark("mm-run", cfg.spark, cfg.setting("spark.class.archive"))
         # PySpark installed its own SIGINT handler as Spark started: ours again
-        restore_spark = stop_on_signals(stop, log)
+        restore_spark = stop_on_signals(stop, log, bound=bound)
         shared = SharedRun(stop, spark)
         metrics = _serve_metrics(cfg, flows, shared, state)
         supervisor = Supervisor(
@@ -88,6 +90,7 @@ def run_all(
             except Exception as exc:  # its JVM is gone already
                 log.debug("Spark did not stop cleanly", error=str(exc).splitlines()[:1])
         if stop.is_set():
+            bound.finished()  # in time: else the bound's line is the run's last
             log.info("run stopped on request")
         restore()
 

@@ -1,12 +1,15 @@
-"""The source end offsets the mirror has seen, kept on the target for the failover point.
+"""The source end offsets jobs have seen, kept on the target for the failover point.
 
-The planner lists every mirrored partition's end offset (read_committed) for each
-micro-batch. At most every :data:`PUBLISH_INTERVAL_S` it writes them as one record
-to ``mm-mirror-ends.<source>.internal`` on the target (key: the flow; value: JSON
-``{"flow", "time_ms", "ends": {topic: {partition: end}}}``; compacted, so Apache
-Kafka keeps the newest per flow). When the source is unreachable, `mm failover`
-reads the newest one there: with the mirror's committed position it estimates what
-the source held that never reached the target, without asking the source.
+The mirror's planner lists every mirrored partition's end offset (read_committed)
+for each micro-batch; `mm status --watch` / `--serve` reads them every round. At
+most every :data:`PUBLISH_INTERVAL_S` each writes them as one record to
+``mm-mirror-ends.<source>.internal`` on the target (value: JSON ``{"flow",
+"time_ms", "ends": {topic: {partition: end}}, "by"}``; key: the flow for the
+mirror, ``<flow>@<by>`` for another job, so compaction keeps the newest of each:
+one job's older read never replaces another's newer one). When the source is
+unreachable, `mm failover` takes the newest of them (by ``time_ms``): with the
+mirror's committed position it gives a lower bound on what the source held that
+never reached the target, without asking the source.
 """
 
 from __future__ import annotations
@@ -23,25 +26,37 @@ Key = tuple[str, int]
 ENDS_TOPIC = "mm-mirror-ends.{source}.internal"
 PUBLISH_INTERVAL_S = 1.0  # the loss estimate is at most this stale (plus one read)
 ENDS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+MIRROR = "mirror"  # records without "by" are the mirror's (written before it existed)
+STATUS = "status"
 
 
 def ends_topic(source: str) -> str:
     return ENDS_TOPIC.format(source=source)
 
 
+def ends_key(flow: str, by: str = MIRROR) -> bytes:
+    """The record key of ``by``'s publications for ``flow`` (the mirror's: the flow)."""
+    return (flow if by == MIRROR else f"{flow}@{by}").encode()
+
+
 @dataclass(frozen=True)
 class SeenEnds:
     flow: str
-    time_ms: int  # when the planner read them
+    time_ms: int  # when the job read them
     ends: dict[Key, int]
+    by: str = MIRROR  # the job that read them
 
 
-def encode_ends(flow: str, time_ms: int, ends: Mapping[Key, int]) -> tuple[bytes, bytes]:
+def encode_ends(
+    flow: str, time_ms: int, ends: Mapping[Key, int], by: str = MIRROR
+) -> tuple[bytes, bytes]:
     by_topic: dict[str, dict[str, int]] = {}
     for (t, p), end in sorted(ends.items()):
         by_topic.setdefault(t, {})[str(p)] = end
-    value = {"flow": flow, "time_ms": time_ms, "ends": by_topic}
-    return flow.encode(), json.dumps(value, separators=(",", ":")).encode()
+    value: dict[str, Any] = {"flow": flow, "time_ms": time_ms, "ends": by_topic}
+    if by != MIRROR:  # the mirror's records stay as they were
+        value["by"] = by
+    return ends_key(flow, by), json.dumps(value, separators=(",", ":")).encode()
 
 
 def decode_ends(value: bytes | None) -> SeenEnds:
@@ -53,9 +68,15 @@ def decode_ends(value: bytes | None) -> SeenEnds:
         ends = {
             (t, int(p)): int(end) for t, parts in doc["ends"].items() for p, end in parts.items()
         }
-        return SeenEnds(str(doc["flow"]), int(doc["time_ms"]), ends)
+        return SeenEnds(str(doc["flow"]), int(doc["time_ms"]), ends, str(doc.get("by", MIRROR)))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a mirror-ends record ({exc!r}): {(value or b'')[:80]!r}") from None
+
+
+def newest_seen(publications: Mapping[str, SeenEnds | None]) -> SeenEnds | None:
+    """The newest read among each job's newest publication (None: none valid)."""
+    valid = [s for s in publications.values() if s is not None]
+    return max(valid, key=lambda s: s.time_ms, default=None)
 
 
 class EndsPublisher:
@@ -70,8 +91,9 @@ class EndsPublisher:
         interval: float = PUBLISH_INTERVAL_S,
         log: Callable[..., None] | None = None,
         clock: Callable[[], float] = time.time,
+        by: str = MIRROR,
     ) -> None:
-        self._producer, self._topic, self._flow = producer, topic, flow
+        self._producer, self._topic, self._flow, self._by = producer, topic, flow, by
         self._interval, self._log, self._clock = interval, log, clock
         self._last = float("-inf")
         # the planner's thread and the refresher's (EndsRefresher) both publish
@@ -84,14 +106,16 @@ class EndsPublisher:
     def due(self) -> bool:
         return self._clock() - self._last >= self._interval
 
-    def seen(self, ends: Mapping[Key, int]) -> bool:
-        """Publish ``ends`` if the last publication is ``interval`` old; True if it did."""
+    def seen(self, ends: Mapping[Key, int], read_at: float | None = None) -> bool:
+        """Publish ``ends`` if the last publication is ``interval`` old; True if it did.
+        ``read_at``: when the read of ``ends`` started (default: now)."""
         with self._lock:
             now = self._clock()
             self._producer.poll(0)  # serve the previous delivery report
             if now - self._last < self._interval or not ends:
                 return False
-            key, value = encode_ends(self._flow, int(now * 1000), ends)
+            at = now if read_at is None else read_at
+            key, value = encode_ends(self._flow, int(at * 1000), ends, self._by)
             self._producer.produce(self._topic, value, key, on_delivery=self._delivered)
             self._last = now
             return True

@@ -22,7 +22,7 @@ from mm_client.kafka.clients import new_admin
 from mm.config import FlowConfig, MirrorConfig
 from mm.errors import MirrorError
 from mm.logs import get_logger, quiet_spark_shutdown
-from mm.signals import stop_on_signals
+from mm.signals import StopBound, cluster_probe, stop_on_signals
 from mm.source.refused import refusal_message
 from mm.source.runtime import mirror_plan, offset_syncs_topic, planner_settings
 from mm.source.topics import TopicMirrorPlanner
@@ -283,14 +283,16 @@ def run_mirror(
     flows = cfg.job_flows(flows)
     locks: list[Any] = []
     stop = shared.stop if shared is not None else threading.Event()
+    # under mm run the run's own bound covers the job (its clock never starts here)
+    bound = StopBound("mirror", log, cluster_probe(cfg, flows))
     # from the start: a signal while topics are checked or Spark starts is a stop
     # too (the default SIGTERM would kill the process, SIGINT raise a traceback);
     # under mm run the process's own handlers are in place (and this is a thread)
-    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
+    restore = stop_on_signals(stop, log, bound=bound) if shared is None else (lambda: None)
     try:
         for flow in flows:
             locks.append(lock_flow_state(cfg, flow))
-        return _run_flows(cfg, flows, once, trigger_seconds, log, stop, shared)
+        return _run_flows(cfg, flows, once, trigger_seconds, log, stop, bound, shared)
     finally:
         restore()
         for lock in locks:
@@ -363,6 +365,7 @@ def _run_flows(
     trigger_seconds: float,
     log: Any,
     stop: threading.Event,
+    bound: StopBound,
     shared: SharedRun | None = None,
 ) -> dict[str, FlowStats]:
     for flow in flows:
@@ -377,6 +380,7 @@ def _run_flows(
             st.failed_topics = failed_topics[f.name]
             st.refused = None  # a restart under mm run tries again: an ACL may be granted
     if stop.is_set():  # before Spark starts: nothing to stop
+        bound.finished()
         (log.info if shared is None else log.debug)("mirror stopped on request")
         return stats
     from mm.spark_session import build_spark
@@ -396,7 +400,7 @@ def _run_flows(
     acl_sync = start_acl_sync(cfg, flows, lambda alias: _admin(cfg, alias))  # its own thread
     # ours again: PySpark installed its own SIGINT handler when Spark started (it
     # cancels the jobs and raises KeyboardInterrupt in whatever py4j call runs)
-    restore = stop_on_signals(stop, log) if shared is None else (lambda: None)
+    restore = stop_on_signals(stop, log, bound=bound) if shared is None else (lambda: None)
     try:
         if not stop.is_set():
             queries.supervise(stop)
@@ -406,7 +410,7 @@ def _run_flows(
             acl_sync.close()
         if metrics is not None:
             metrics.close()
-        queries.shut_down(stop, shared is not None)
+        queries.shut_down(stop, shared is not None, bound)
         # restored last: a second Ctrl-C while stopping is still ours, not PySpark's
         restore()
     return stats
@@ -578,9 +582,10 @@ class _FlowQueries:
         self.active[name] = self.start(self.flows[name])
         return True
 
-    def shut_down(self, stop: threading.Event, shared: bool) -> None:
+    def shut_down(self, stop: threading.Event, shared: bool, bound: StopBound) -> None:
         """Stop the queries still running (and, on a run of its own that was refused
-        or asked to stop, the Spark session)."""
+        or asked to stop, the Spark session). A stop that takes longer than the
+        bound (a query waiting on a frozen cluster) is ended by ``bound``."""
         spark, log = self.spark, self.log
         # a refusal ends a run of its own as quietly as a stop request (under mm run
         # the session is shared: the other jobs' logs stay on)
@@ -599,6 +604,7 @@ class _FlowQueries:
         if stop.is_set():
             if not shared:
                 _stop_session(spark, log)
+            bound.finished()
             # under mm run, the run's own line is the one the operator reads
             (log.info if not shared else log.debug)("mirror stopped on request")
 

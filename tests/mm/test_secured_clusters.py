@@ -758,6 +758,8 @@ def _job_acls(job: str, topic: str, group: str) -> tuple[list[AclBinding], list[
             ],
             [
                 *_rights(T, "A.checkpoints.internal", [op.CREATE, op.WRITE, *read]),
+                # its translation history, for offsets kept outside Kafka groups
+                *_rights(T, "mm-offset-history.A.internal", [op.CREATE, op.WRITE, op.DESCRIBE]),
                 *mirror_group,
                 *readers,
             ],
@@ -1021,6 +1023,7 @@ def _drill_acls() -> list[AclBinding]:
         "mm2-offset-syncs.drill-",
         "mm-mirror-ends.drill-",
         "mm-mirror-shards.drill-",
+        "mm-offset-history.drill-",
     ]
     return [
         *(x for t in topics for x in _rights(T, t, owned, prefixed=True)),

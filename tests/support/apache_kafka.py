@@ -229,6 +229,32 @@ class KRaftBroker(_JavaProcess):
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         }
 
+    def freeze(self) -> None:
+        """SIGSTOP the broker (its JVM has a session of its own) and wait until every
+        thread of it is stopped: the signal is delivered asynchronously, and a broker
+        still running for a moment answers the request sent next. Its sockets stay
+        open and answer nothing, as a hung host's do. :meth:`thaw` resumes it."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10.0
+        while True:
+            states = set()
+            for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except FileNotFoundError:  # a thread that ended meanwhile
+                    continue
+                states.add(stat[stat.rindex(")") + 2])
+            if states <= {"T", "t"}:
+                return
+            assert time.monotonic() < deadline, f"broker not stopped: thread states {states}"
+            time.sleep(0.05)
+
+    def thaw(self) -> None:
+        """SIGCONT: the broker frozen by :meth:`freeze` runs again."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL the broker (a crash: no controlled shutdown, no flush); its data stays."""
         if self.proc is not None and self.proc.poll() is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from structlog.testing import capture_logs
 
 from mm.checkpoint import snapshot
@@ -53,10 +53,12 @@ class FakeAdmin:
         groups: dict[str, list[TopicPartition]] | None = None,
         configs: dict[str, dict[str, str]] | None = None,
         log_starts: dict[tuple[str, int], int] | None = None,
+        gone: set[tuple[str, int]] | None = None,
     ) -> None:
         self.groups = groups or {}
         self.configs = configs or {}
         self.log_starts = log_starts or {}
+        self.gone = gone or set()  # partitions whose log start the cluster refuses
 
     def list_consumer_group_offsets(self, reqs: list[Any], **_kw: Any) -> dict[str, Future[Any]]:
         return {r.group_id: _done(_Offsets(self.groups.get(r.group_id, []))) for r in reqs}
@@ -77,7 +79,15 @@ class FakeAdmin:
         class _Info:
             offset: int
 
-        return {tp: _done(_Info(self.log_starts.get((tp.topic, tp.partition), 0))) for tp in specs}
+        out: dict[Any, Any] = {}
+        for tp in specs:
+            if (tp.topic, tp.partition) in self.gone:
+                f: Future[Any] = Future()
+                f.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+                out[tp] = f
+            else:
+                out[tp] = _done(_Info(self.log_starts.get((tp.topic, tp.partition), 0)))
+        return out
 
 
 class FakeProducer:
@@ -301,6 +311,36 @@ def test_retention_past_the_snapshot_is_a_hole(tmp_path: Path) -> None:
     w._check_syncs_topic()
     w.feed(_rows(40, [(500, 600)]))
     assert w.snap.store.holes() == 1
+
+
+def test_a_deleted_source_topic_is_warned_about_once_not_at_every_refresh(
+    tmp_path: Path,
+) -> None:
+    """Its syncs stay (kept until they can be judged); the warning is said when the
+    log start becomes unknown, and again only after it was known in between."""
+    w = _checkpointer(tmp_path)
+    w.feed(_rows(0, [(0, 0), (9, 9)]))
+    admin = FakeAdmin(gone={("orders", 0)})
+    w._source_admin = admin  # type: ignore[assignment]
+
+    def warnings() -> list[MutableMapping[str, Any]]:
+        with capture_logs() as logs:
+            w._refresh_log_starts()
+        return [e for e in logs if e["log_level"] == "warning"]
+
+    first = warnings()
+    assert [(e["event"], e["topic"], e["partition"]) for e in first] == [
+        ("log start unknown", "orders", 0)
+    ]
+    assert "UNKNOWN_TOPIC_OR_PART" in first[0]["error"]
+    assert warnings() == [] and warnings() == []
+    assert ("orders", 0) not in w._log_starts
+    admin.gone.clear()
+    admin.log_starts[("orders", 0)] = 3
+    assert warnings() == [] and w._log_starts[("orders", 0)] == 3
+    admin.gone.add(("orders", 0))
+    assert len(warnings()) == 1
+    assert ("orders", 0) in w.snap.store.partitions  # its history is kept
 
 
 # --- reporting ----------------------------------------------------------------------------

@@ -4,8 +4,9 @@ finds and quarantines what A holds past it once A is back.
 A continuous mirror copies a 2-partition backlog 100 offsets per partition per
 micro-batch and is killed (SIGKILL, whole process tree) part-way. `mm failover` then
 runs with a config whose A answers nowhere: it reads only B, records where the mirror
-stood and estimates the loss from the source ends the mirror had seen. The estimate
-must equal the records acknowledged on A that never reached B.
+stood and gives the loss from the source ends the mirror had seen, labelled a lower
+bound. Here it must equal the records acknowledged on A that never reached B (all of
+them were written before the mirror started).
 
 A's alias is the test's own (``A-<tag>``): the failover points of a source are kept on
 the shared B in one topic per source alias, which this test leaves without a point
@@ -138,6 +139,9 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
     assert res.returncode == 1, res.describe()
     point = json.loads(res.stdout)["failover_point"]
     assert point["recorded_in"] == points_topic
+    # A unreachable: against the ends the mirror published, so a lower bound
+    assert (point["loss_kind"], point["ends_seen_by"]) == ("lower_bound", "mirror"), point
+    assert point["ends_age_seconds"] >= 0, point
     rows = {r["partition"]: r for r in point["partitions"] if r["topic"] == topic}
     assert sorted(rows) == list(range(PARTITIONS))
     for p, row in rows.items():
@@ -156,13 +160,15 @@ def test_failover_records_the_point_and_the_loss_without_the_source(
 
     # the text form says the same; --dry-run records nothing more
     text = run_mm(dead, "failover", "--groups", "fop-none-x", "--dry-run")
-    assert f"estimated loss: {sum(missing.values())} offsets not mirrored" in text.stdout, (
-        text.describe()
-    )
+    lost = sum(missing.values())
+    assert (
+        f"loss: at least {lost} offsets not mirrored ({lost} known), a lower bound: {alias} "
+        "was last seen" in text.stdout
+    ), text.describe()
     for p in range(PARTITIONS):
         assert (
             f"{topic}[{p}]: mirrored up to {len(on_b[p])}, source end seen {PER_PARTITION} "
-            f"({missing[p]} offsets behind)" in text.stdout
+            f"({missing[p]} offsets behind, or more)" in text.stdout
         ), text.describe()
     assert "failover point (dry run, not recorded)" in text.stdout
     assert len(_recorded(b, points_topic)) == 1

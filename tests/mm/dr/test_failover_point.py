@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 
-from mm.dr.failover_point import FailoverPoint, failover_point
-from mm.source.ends import EndsPublisher, EndsRefresher, decode_ends, encode_ends
+from mm.dr.failover_point import (
+    EXACT,
+    LOWER_BOUND,
+    SEEN_AT_FAILOVER,
+    UNKNOWN,
+    FailoverPoint,
+    ends_age,
+    failover_point,
+    loss_sentence,
+    point_loss_sentence,
+)
+from mm.source.ends import (
+    MIRROR,
+    STATUS,
+    EndsPublisher,
+    EndsRefresher,
+    decode_ends,
+    encode_ends,
+    ends_key,
+    newest_seen,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -321,3 +341,119 @@ def test_a_failover_translation_is_proven_conservative_or_unprovable() -> None:
     assert proof.counts() == {PROVEN: 1, CONSERVATIVE: 0, UNPROVABLE: 1}
     doc = proof.to_json()
     assert (doc["proven"], doc["unprovable"]) == (1, 1) and doc["partitions"][1]["reason"] == "y"
+
+
+def _point(by: str | None, ends: dict[tuple[str, int], int] | None) -> FailoverPoint:
+    return failover_point(
+        "A->B",
+        "A",
+        "B",
+        10_000,
+        {("t", 0): 20},
+        ends,
+        None if ends is None else 7_500,
+        {("t", 0): 1},
+        remote,
+        ends_seen_by=by or "mirror",
+    )
+
+
+def test_the_figure_is_exact_only_when_the_source_was_read_at_the_failover() -> None:
+    exact = _point(SEEN_AT_FAILOVER, {("t", 0): 30})
+    assert (exact.loss_kind, exact.loss_offsets, exact.ends_age_seconds) == (EXACT, 10, 2.5)
+    published = _point("mirror", {("t", 0): 20})
+    assert (published.loss_kind, published.loss_offsets) == (LOWER_BOUND, 0)
+    assert published.ends_age_seconds == 2.5
+    none = _point(None, None)
+    assert (none.loss_kind, none.ends_seen_by, none.ends_age_seconds) == (UNKNOWN, None, None)
+    doc = published.to_json()
+    assert (doc["loss_kind"], doc["ends_age_seconds"], doc["ends_seen_by"]) == (
+        LOWER_BOUND,
+        2.5,
+        "mirror",
+    )
+    # ends of a clock a little ahead: seen "now", never a negative age
+    assert ends_age(1_000, 1_200) == 0.0
+
+
+def test_a_lower_bound_is_never_a_bare_zero() -> None:
+    """The finding: "0 offsets not mirrored" while 10 acknowledged records were lost."""
+    text = loss_sentence(LOWER_BOUND, 0, 0.8, "mirror", "A")
+    assert text == (
+        "loss: at least 0 offsets not mirrored (0 known), a lower bound: A was last seen "
+        "0.8 s before the failover (by the mirror); records A acknowledged after that are "
+        "not counted"
+    )
+    assert loss_sentence(EXACT, 0, 0.0, SEEN_AT_FAILOVER, "A").startswith(
+        "loss: 0 offsets not mirrored, exact: A answered"
+    )
+    assert loss_sentence(UNKNOWN, None, None, None, "A").startswith("loss: unknown: ")
+    assert "do not cover every mirrored partition" in loss_sentence(UNKNOWN, None, 3.0, "status")
+    assert point_loss_sentence(_point("status", {("t", 0): 25})).startswith(
+        "loss: at least 5 offsets not mirrored (5 known), a lower bound: A was last seen 2.5 s "
+        "before the failover (by the status)"
+    )
+
+
+def test_points_recorded_before_the_figure_had_a_kind_still_load() -> None:
+    old = {
+        "flow": "A->B",
+        "source": "A",
+        "target": "B",
+        "recorded_ms": 9_000,
+        "ends_seen_ms": 8_000,
+        "loss_offsets": 3,
+        "loss_seconds": 1.0,
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "target_topic": "A.t",
+                "mirrored_to": 4,
+                "source_end_seen": 7,
+                "newest_mirrored_ms": 7_000,
+                "loss_offsets": 3,
+                "loss_seconds": 1.0,
+            }
+        ],
+    }
+    point = FailoverPoint.decode(json.dumps(old).encode())
+    # those were always taken against the mirror's published ends: a lower bound
+    assert (point.loss_kind, point.ends_seen_by, point.ends_age_seconds) == (
+        LOWER_BOUND,
+        "mirror",
+        1.0,
+    )
+    never = FailoverPoint.decode(
+        json.dumps({**old, "ends_seen_ms": None, "partitions": []}).encode()
+    )
+    assert (never.loss_kind, never.ends_seen_by) == (UNKNOWN, None)
+    # and a point of now round-trips with its kind and age
+    point = _point(SEEN_AT_FAILOVER, {("t", 0): 30})
+    point.source_unread = None
+    back = FailoverPoint.decode(point.encode()[1])
+    assert back == point and back.loss_kind == EXACT
+
+
+def test_each_job_publishes_under_its_own_key_and_the_newest_read_wins() -> None:
+    key, value = encode_ends("A->B", 50, {("t", 0): 9}, by=STATUS)
+    assert key == b"A->B@status" and ends_key("A->B") == b"A->B"
+    status = decode_ends(value)
+    assert (status.by, status.time_ms) == (STATUS, 50)
+    # the mirror's records are as before, without "by"
+    key, value = encode_ends("A->B", 40, {("t", 0): 8})
+    assert key == b"A->B" and b'"by"' not in value
+    mirror = decode_ends(value)
+    assert mirror.by == MIRROR
+    assert newest_seen({MIRROR: mirror, STATUS: status}) == status
+    assert newest_seen({MIRROR: mirror, STATUS: None}) == mirror
+    assert newest_seen({}) is None
+
+
+def test_publisher_stamps_the_time_the_read_started() -> None:
+    producer = FakeProducer()
+    pub = EndsPublisher(producer, "topic", "A->B", 1.0, clock=lambda: 200.0, by=STATUS)
+    assert pub.seen({("t", 0): 1}, read_at=197.5)
+    [(_t, key, value)] = producer.sent
+    assert key == b"A->B@status"
+    assert (decode_ends(value).time_ms, decode_ends(value).by) == (197_500, STATUS)

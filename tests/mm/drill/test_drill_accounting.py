@@ -212,3 +212,31 @@ def test_twice_bound_counts_copies_at_or_past_the_resume_point() -> None:
     assert twice_bound(copies, {0: 10, 1: 0, 2: None}) == 5
     assert twice_bound(copies, {0: 12, 1: 4}) == 1  # partition 2 absent: its one record
     assert twice_bound([], {0: 3}) == 0
+
+
+def test_the_failovers_figure_is_reported_in_its_own_words_next_to_the_measure() -> None:
+    """The drill says what `mm failover` says (mm.dr.failover_point.loss_sentence), then
+    what it measured: a lower bound 0 is "0 known" with A's age, never a bare 0."""
+    from mm.drill.accounting import LossEstimate, LossFigures, describe_estimate, loss_estimate
+
+    measured = LossFigures(acked_records=40, mirrored_records=30, lost_records=10, lost_seconds=0.4)
+    frozen = loss_estimate(
+        {"loss_offsets": 0, "loss_kind": "lower_bound", "ends_age_seconds": 1.25,
+         "ends_seen_by": "mirror", "partitions": []}
+    )  # fmt: skip
+    assert frozen == LossEstimate(0, "lower_bound", 1.25, "mirror")
+    assert describe_estimate(frozen, measured) == (
+        "failover point: loss: at least 0 offsets not mirrored (0 known), a lower bound: A "
+        "was last seen 1.2 s before the failover (by the mirror); records A acknowledged "
+        "after that are not counted; measured: 10 records acknowledged on A never on B"
+    )
+    exact = loss_estimate(
+        {"loss_offsets": 12, "loss_kind": "exact", "ends_age_seconds": 0.1,
+         "ends_seen_by": "source"}
+    )  # fmt: skip
+    assert describe_estimate(exact, measured).startswith(
+        "failover point: loss: 12 offsets not mirrored, exact: A answered"
+    )
+    # an mm failover of before the figure had a kind: never called exact
+    assert loss_estimate({"loss_offsets": 3}).kind == "lower_bound"
+    assert loss_estimate({"loss_offsets": None}).kind == "unknown"

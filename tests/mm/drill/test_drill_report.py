@@ -17,6 +17,7 @@ import pytest
 from matplotlib import image
 
 from mm.drill.accounting import (
+    LossEstimate,
     RecordId,
     group_figures,
     judge_failover,
@@ -95,6 +96,7 @@ def build_report() -> DrillReport:
         ],
         quarantined_records=None,
         replication_latency_ms=latency_stats(180 + 40 * math.sin(i) for i in range(60)),
+        loss_estimate=LossEstimate(3, "lower_bound", 0.6, "mirror"),
     )
     latency = [(T0 + i, 180 + 60 * abs(math.sin(i / 6)) + (i % 5) * 7) for i in range(100)]
     positions: dict[str, list[tuple[float, str, int]]] = {}
@@ -179,6 +181,13 @@ def test_summary_table_has_a_row_per_scenario_and_group_and_the_reasons() -> Non
         "FAIL",
     ]
     assert "failover: group lagging processed 10 records twice; allowed 5" in text
+    # mm failover's own figure, in its words, next to what the drill measured
+    assert (
+        "failover: failover point: loss: at least 3 offsets not mirrored (3 known), a lower "
+        "bound: A was last seen 0.6 s before the failover (by the mirror); records A "
+        "acknowledged after that are not counted; measured: 7 records acknowledged on A "
+        "never on B" in text
+    ), text
 
 
 def test_a_scenario_without_groups_keeps_its_row() -> None:
