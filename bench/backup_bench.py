@@ -204,7 +204,7 @@ def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="mm-backup-bench-"))
     ok = False
     try:
-        with EmbeddedClusters(run_dir / "brokers") as ec:
+        with EmbeddedClusters(run_dir / "brokers", jvm_flags=()) as ec:
             a = os.environ.get("BENCH_A_BOOTSTRAP") or ec.start(("A",))["A"].bootstrap_servers
             ok = measure(args, a, run_dir)
     finally:

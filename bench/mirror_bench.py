@@ -194,7 +194,10 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("MM_LOG_LEVEL", "WARNING")
 
-    with tempfile.TemporaryDirectory(prefix="mm-bench-") as tmp, EmbeddedClusters() as ec:
+    with (
+        tempfile.TemporaryDirectory(prefix="mm-bench-") as tmp,
+        EmbeddedClusters(jvm_flags=()) as ec,
+    ):
         a = os.environ.get("BENCH_A_BOOTSTRAP")
         b = os.environ.get("BENCH_B_BOOTSTRAP")
         if not (a and b):

@@ -134,7 +134,7 @@ def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="mm-restore-bench-"))
     ok = False
     try:
-        with EmbeddedClusters(run_dir / "brokers") as ec:
+        with EmbeddedClusters(run_dir / "brokers", jvm_flags=()) as ec:
             started = ec.start(("A", "B"))
             a = os.environ.get("BENCH_A_BOOTSTRAP") or started["A"].bootstrap_servers
             b = os.environ.get("BENCH_B_BOOTSTRAP") or started["B"].bootstrap_servers

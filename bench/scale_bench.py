@@ -914,7 +914,7 @@ def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="mm-scale-bench-"))
     ok = False
     try:
-        with EmbeddedClusters(run_dir / "brokers") as ec:
+        with EmbeddedClusters(run_dir / "brokers", jvm_flags=()) as ec:
             infos = ec.start(("A", "B"))
             a, b = infos["A"].bootstrap_servers, infos["B"].bootstrap_servers
             if args.mode == "throughput":

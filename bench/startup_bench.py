@@ -39,7 +39,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import support.apache_kafka
 from support.apache_kafka import KRaftBroker, MirrorMaker2, write_properties
+
+# brokers and MirrorMaker 2 as users run them (the JVM's defaults), not the tests'
+# lean flags (every bench importing this module measures on such JVMs)
+support.apache_kafka.JVM_FLAGS = ()
 
 TOPIC = "events"
 

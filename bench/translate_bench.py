@@ -126,7 +126,7 @@ def main() -> int:
     args = ap.parse_args()
     records = args.groups * args.topics * args.partitions
 
-    with EmbeddedClusters() as ec:
+    with EmbeddedClusters(jvm_flags=()) as ec:
         bootstrap = os.environ.get("BENCH_BOOTSTRAP") or ec.add("B").bootstrap_servers
         conf = {"bootstrap.servers": bootstrap}
         t, expected = timed(lambda: fill(bootstrap, args.groups, args.topics, args.partitions))

@@ -44,7 +44,7 @@ def main() -> int:
     tps = [(f"floor-{i}", p) for i in range(args.topics) for p in range(args.partitions)]
     n = len(tps)
     value = b"v" * args.size
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedClusters(Path(tmp)) as ec:
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedClusters(Path(tmp), jvm_flags=()) as ec:
         bs = ec.add("B").bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
         for f in admin.create_topics(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
@@ -19,7 +20,7 @@ from typing import Final, Self
 from mm.embedded import kraft, procs, tansu
 from mm.embedded.cluster_info import ClusterInfo
 from mm.embedded.kafka_jars import KAFKA_VERSION, find_jars
-from mm.embedded.kraft import KRaftCluster
+from mm.embedded.kraft import LEAN_JVM_FLAGS, KRaftCluster
 from mm.embedded.s3 import MotoServer, bucket_for
 from mm.embedded.tansu import MEMORY_STORAGE, EmbeddedCluster
 from mm.errors import MirrorError, UsageError
@@ -53,7 +54,10 @@ class EmbeddedClusters:
         broker: str = "auto",
         die_with_parent: bool = True,
         startup_timeout: float | None = None,
+        jvm_flags: Sequence[str] = LEAN_JVM_FLAGS,
     ) -> None:
+        """``jvm_flags``: of the Apache Kafka brokers; the benches pass () to measure
+        on brokers as users run them (the JVM's defaults)."""
         if run_dir is None:
             run_dir = tempfile.mkdtemp(prefix="mm-embedded-")
         self.run_dir = Path(run_dir).resolve()
@@ -61,6 +65,7 @@ class EmbeddedClusters:
         self.broker = resolve_broker(broker)
         self.die_with_parent = die_with_parent
         self.startup_timeout = startup_timeout
+        self.jvm_flags = tuple(jvm_flags)
         self.clusters: dict[str, Cluster] = {}
         self.moto: MotoServer | None = None
         self._atexit_registered = False
@@ -97,6 +102,7 @@ class EmbeddedClusters:
             run_dir=self.run_dir,
             die_with_parent=self.die_with_parent,
             startup_timeout=self.startup_timeout or 90.0,
+            jvm_flags=self.jvm_flags,
         )
         self.clusters[name] = cluster
         return cluster

@@ -73,9 +73,16 @@ def kafka_jars() -> Path:
     return path
 
 
+#: flags of every JVM the tests start from Kafka's jars (brokers, MirrorMaker 2,
+#: Kafka's tools): short-lived, so C1 and the serial collector cost far less CPU
+#: (:data:`mm.embedded.kraft.LEAN_JVM_FLAGS`). The benches set it to () to run
+#: brokers and MirrorMaker 2 with the JVM's defaults, as users do.
+JVM_FLAGS: tuple[str, ...] = kraft.LEAN_JVM_FLAGS
+
+
 def java_cmd(*args: str, heap: str | None = None, log4j2: Path | None = None) -> list[str]:
-    """``java [-Xmx] [-Dlog4j2.configurationFile] -cp "$MM_KAFKA_JARS/*" <args>``."""
-    return kraft.java_cmd(kafka_jars(), *args, heap=heap, log4j2=log4j2)
+    """``java <JVM_FLAGS> [-Xmx] [-Dlog4j2.configurationFile] -cp "$MM_KAFKA_JARS/*" <args>``."""
+    return kraft.java_cmd(kafka_jars(), *args, heap=heap, log4j2=log4j2, flags=JVM_FLAGS)
 
 
 def consumer_groups_cli(bootstrap: str, *args: str, timeout: float = 120.0) -> str:
