@@ -100,6 +100,7 @@ class BackgroundProducer:
     rate_per_partition: float = 800.0  # records/s, roughly
     seed: int = 0
     transactional_share: float = 0.4  # of the rounds; 0: a plain idempotent producer only
+    prefill: int = 0  # records per partition written at once (plain) before the paced rounds
     produced: dict[int, int] = field(default_factory=dict)
     transactions: int = 0
     error: BaseException | None = None
@@ -161,6 +162,16 @@ class BackgroundProducer:
             if err is not None:
                 failures.append(err)
 
+        for p in range(self.partitions):
+            for seq in range(self.prefill):
+                v = record_value(p, seq)
+                plain.produce(self.topic, v, b"k-" + v, partition=p, on_delivery=on_delivery)
+                plain.poll(0)
+            self.produced[p] = self.prefill
+        if plain.flush(60):
+            raise AssertionError("prefilled records not acknowledged within 60s")
+        if failures:
+            raise KafkaException(failures[0])
         round_seconds = 0.1
         per_round = max(1, int(self.rate_per_partition * round_seconds))
         while not self._stop.is_set():

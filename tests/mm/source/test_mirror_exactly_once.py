@@ -74,6 +74,9 @@ SLOW_TRANSACTIONS = {
 }
 
 OVERLAP_SECONDS = 30
+# records per partition on the source before the kill test's mirror starts: its first
+# transactions copy them all, long enough to be caught open
+FIRST_TRANSACTION_RECORDS = 20_000
 
 KV = tuple[bytes | None, bytes | None]
 
@@ -474,7 +477,9 @@ def test_kill_9_three_times_on_apache_kafka(
     runs = runs_factory(config)
     # plain records only: no source transaction markers, so no sync point closes the
     # mirror's first transactions early; what the source holds when the mirror starts
-    # (tens of thousands per partition) makes them long
+    # (tens of thousands per partition, written before it starts) makes them long.
+    # Without the prefill they held the ~5,000 records of Spark's start-up: on a loaded
+    # machine every partition's first transaction once committed before the watch saw one
     producer = BackgroundProducer(
         cluster_a.bootstrap_servers,
         topic,
@@ -482,10 +487,12 @@ def test_kill_9_three_times_on_apache_kafka(
         rate_per_partition=250,
         seed=seed,
         transactional_share=0.0,
+        prefill=FIRST_TRANSACTION_RECORDS,
     ).start()
     watch = TailWatch(cluster_b.bootstrap_servers, f"A.{topic}", PARTITIONS)
     kills: list[str] = []
     try:
+        producer.wait_produced(PARTITIONS * FIRST_TRANSACTION_RECORDS)
         run = runs.start("run-0")
         tree, first = _kill_in_a_first_transaction(runs, run, watch, 240)
         assert not wait_all_gone(tree, 30), "kill 0 left processes running"
