@@ -163,11 +163,14 @@ def syncs_by_partition(syncs: list[ReadSync], topic: str) -> dict[int, list[tupl
     return out
 
 
-def widest_stretch(pairs: list[tuple[int, int]]) -> tuple[int, int]:
-    """The two consecutive syncs (by upstream offset) furthest apart: their upstreams."""
+def widest_stretch(pairs: list[tuple[int, int]], records: list[Rec]) -> tuple[int, int] | None:
+    """The two consecutive syncs (by upstream offset) furthest apart with a data record
+    strictly between them: their upstreams; None when no two syncs hold one (a sync on a
+    transaction's last record and the next on the following one hold only its marker)."""
     ups = sorted({u for u, _ in pairs})
-    assert len(ups) >= 2, f"fewer than two offset syncs: {pairs}"
-    return max(pairwise(ups), key=lambda ab: ab[1] - ab[0])
+    data = [r.offset for r in records]
+    holding = [(lo, hi) for lo, hi in pairwise(ups) if any(lo < o < hi for o in data)]
+    return max(holding, key=lambda ab: ab[1] - ab[0]) if holding else None
 
 
 Row = tuple[str, int, int, int, int]  # group, partition, upstream, checkpoint, exact
@@ -294,12 +297,15 @@ def takeover(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> Take
         # commit (offset.flush.interval.ms, 5 s above): do not wait for it. Syncs it sent:
         def some_syncs() -> dict[int, list[tuple[int, int]]] | None:
             by_p = syncs_by_partition(read_offset_syncs(a, SYNCS_TOPIC), t1)
-            return by_p if all(len(by_p.get(p, [])) >= 2 for p in range(PARTITIONS)) else None
+            stretches = {p: widest_stretch(by_p.get(p, []), source1[p]) for p in range(PARTITIONS)}
+            return by_p if all(s is not None for s in stretches.values()) else None
 
         # Under load MM2 can end the burst with one sync per partition: the first is
         # still unsent when the burst's last (delayed) one replaces it at the commit, and a
         # partition without new records never gets another. One more transaction makes
         # MM2 send the next (at its next commit); the data stays produce_txns' sequence.
+        # That one may sit right after the burst's last record's (only a marker between:
+        # no stretch to audit in yet), so up to three.
         syncs = None
         for _ in range(3):
             try:
@@ -307,13 +313,17 @@ def takeover(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> Take
                 break
             except AssertionError:
                 next_seq = produce_txns(a, t1, 1, tag, first_seq=next_seq)
-                mark("one more transaction on T1 (MM2 had fewer than two syncs per partition)")
+                mark("one more transaction on T1 (no two syncs with a record between)")
                 source1 = read_topic(a, t1, PARTITIONS)
                 wait_or_describe(f"MM2 mirrored {t1}", mirrored, mm2)
         if syncs is None:
             syncs = wait_or_describe("MM2 wrote offset syncs", some_syncs, mm2)
         # audit: inside the longest stretch between two of MM2's syncs
-        audit = {p: data_offset_near(source1[p], *widest_stretch(syncs[p])) for p in [0, 1]}
+        audit = {}
+        for p in [0, 1]:
+            stretch = widest_stretch(syncs[p], source1[p])
+            assert stretch is not None, f"partition {p}: no stretch between syncs {syncs[p]}"
+            audit[p] = data_offset_near(source1[p], *stretch)
         commit_admin(a, t1_groups["audit"], t1, audit)
         committed = {t1_groups["billing"]: billing, t1_groups["audit"]: audit}
         # MM2 cannot translate an offset below its oldest sync of the partition (it may

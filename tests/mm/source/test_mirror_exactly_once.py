@@ -125,8 +125,12 @@ class Runs:
 
         Freezes the run (SIGSTOP), lets requests in flight land, and looks at the
         target: if a partition's last stable offset is below its high watermark, a
-        transaction is open and stays open, so the kill lands inside it for sure.
-        Otherwise thaws the run and tries again a moment later.
+        transaction is open. It stays open only if its commit was not already asked
+        for (the coordinator writes a commit's markers whether the producer runs or
+        not: on a 208-partition topic a scan of the tails can see a commit's markers
+        still on their way), so a second look a moment later keeps the partitions
+        still open, and the kill lands inside their transaction for sure. Otherwise
+        thaws the run and tries again a moment later.
         Returns (processes, partitions with an open transaction); [] at the deadline
         (then the run was killed anyway).
         """
@@ -138,6 +142,9 @@ class Runs:
             self.trees.append(tree)
             time.sleep(0.05)
             found = watch.open_transactions()
+            if found:
+                time.sleep(0.5)
+                found = sorted(set(found) & set(watch.open_transactions()))
             if found or time.monotonic() > deadline:
                 return self._kill(run, tree, whole_tree), found
             signal_all(tree, signal.SIGCONT)
