@@ -94,14 +94,19 @@ print("finished", flush=True)
 """
 
 
-def _committed(b: Any, rt: FlowRuntime, target: str) -> int:
-    c = Consumer(
+def _state_reader(b: Any, rt: FlowRuntime) -> Consumer:
+    """A consumer of the flow's state group on B (never subscribes)."""
+    return Consumer(
         {
             "bootstrap.servers": b.bootstrap_servers,
             "group.id": rt.state_group,
             "isolation.level": "read_committed",
         }
     )
+
+
+def _committed(b: Any, rt: FlowRuntime, target: str) -> int:
+    c = _state_reader(b, rt)
     try:
         return int(c.committed([TopicPartition(target, 0)], 10)[0].offset)
     finally:
@@ -111,20 +116,28 @@ def _committed(b: Any, rt: FlowRuntime, target: str) -> int:
 def test_a_worker_killed_mid_range_loses_nothing(
     cluster_a: Any, cluster_b: Any, unique_topic: Callable[..., str], workers: list[ClientPool]
 ) -> None:
-    topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 1, max_records_per_txn=50)
+    # 1,000 transactions of 20 records: the worker cannot finish between two looks
+    # (one consumer kept, each look one request; with a consumer per look, a slow
+    # one let a worker of 400 transactions finish first, once in a full suite)
+    topic, target, rt = _setup(cluster_a, cluster_b, unique_topic, 1, max_records_per_txn=20)
     fill(cluster_a.bootstrap_servers, topic, 1, 20_000, "kill")
     spec = RangeSpec(topic, 0, target, 0, 20_000)
     arg = base64.b64encode(pickle.dumps((rt, spec))).decode()
-    worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, arg], stdout=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 60
-    position = -1
-    while position <= 0 and time.monotonic() < deadline and worker.poll() is None:
-        time.sleep(0.02)
-        position = _committed(cluster_b, rt, target)
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(10)
+    state = _state_reader(cluster_b, rt)
+    try:
+        state.committed([TopicPartition(target, 0)], 10)  # finds the coordinator first
+        worker = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, arg], stdout=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        position = -1
+        while position <= 0 and time.monotonic() < deadline and worker.poll() is None:
+            time.sleep(0.01)
+            position = int(state.committed([TopicPartition(target, 0)], 10)[0].offset)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    finally:
+        state.close()
     assert 0 < position < 20_000, f"the worker was not killed mid-range (position {position})"
     # Spark runs the task again, in another worker: the same range, fresh clients
     result = mirror_one(rt, spec, pool=workers[0])
