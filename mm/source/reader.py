@@ -258,15 +258,15 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         clock.reload()
         idle = [k for k in ends if k in start and out[k] == start[k]]
         refresh = set(clock.due(idle, time.time()))
-        refresh.update(k for k in self._behind_plan(start) if k in idle)
+        refresh.update(self._behind_plan({k: start[k] for k in idle}))
         for k in refresh:
             rk = REFRESH_PREFIX + k
             out[rk] = int(start.get(rk, 0)) + 1
         return out
 
     def _behind_plan(self, start: dict[str, int]) -> list[str]:
-        """Partitions whose committed position is below Spark's plan
-        (:mod:`mm.source.moved`); the state group is read at most every
+        """Partitions of ``start`` (idle ones) whose committed position is below
+        Spark's plan (:mod:`mm.source.moved`); the state group is read at most every
         CHECK_INTERVAL_S (a `--once` run: at its first batch only); only where the
         target keeps acknowledged commits. A failed read is logged and, continuous,
         tried again next batch: the plan goes on."""
@@ -283,7 +283,15 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ):
             return []
         self._positions_read_at = now
-        committed = self._committed_positions()
+        targets = {t: mt.target_topic for t, mt in self._topics.items()}
+        # a partition planned no further than its log start expects no position
+        asked = {
+            k: (targets[t], p)
+            for k in start
+            for t, p in [_split(k)]
+            if t in targets and start[k] > self._log_starts.get(k, 0)
+        }
+        committed = self._committed_positions(asked.values())
         if isinstance(committed, Exception):
             from mm.logs import get_logger
 
@@ -293,19 +301,20 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._target_offsets is None:
                 self._positions_read_at = None  # continuous: again next batch
             return []
-        targets = {t: mt.target_topic for t, mt in self._topics.items()}
-        return behind_plan(start, self._log_starts, targets, committed)
+        return behind_plan({k: start[k] for k in asked}, self._log_starts, targets, committed)
 
-    def _committed_positions(self) -> dict[tuple[str, int], int] | Exception:
-        """The state group's committed positions by target topic and partition."""
-        from mm_client.kafka.admin import group_offsets_or_errors
+    def _committed_positions(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int] | Exception:
+        """The state group's committed positions of ``partitions`` (target topic,
+        partition), read stable: the previous run's last commit may still be on its
+        way, and its position before would look like one moved back."""
+        from mm_client.kafka.admin import stable_group_offsets
 
         rt = self.runtime
-        group = rt.state_group
-        read = group_offsets_or_errors(self._state_admin(), [group], 30.0, rt.target)[group]
-        if isinstance(read, Exception):
-            return read
-        return {(tp.topic, tp.partition): tp.offset for tp in read if tp.offset >= 0}
+        return stable_group_offsets(
+            self._state_admin(), rt.state_group, partitions, 30.0, rt.target
+        )
 
     def _state_admin(self) -> Any:
         if self._target_admin is None:
@@ -496,6 +505,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             pool=pool,
             log=log.warning,
             stop_log=log.error,
+            routine_log=log.info,
             still_newest=still_newest,
         )
         try:

@@ -246,6 +246,7 @@ class ShardRun:
         clients: MirrorClients = DEFAULT_CLIENTS,
         log: Callable[..., None] | None = None,
         stop_log: Callable[..., None] | None = None,
+        routine_log: Callable[..., None] | None = None,
         still_newest: Callable[[], bool] | None = None,
     ) -> None:
         keys = [(s.target_topic, s.partition) for s in specs]
@@ -255,6 +256,8 @@ class ShardRun:
         self.pool, self.clients, self.log, self.still_newest = pool, clients, log, still_newest
         # a partition's stop is an error to the operator (it stays until fixed)
         self.stop_log = stop_log or log
+        # what a healthy mirror does every day (an idle position refreshed)
+        self.routine_log = routine_log or log
         self.results = {
             (s.topic, s.partition): RangeResult(
                 s.topic, s.partition, s.target_topic, s.start, s.end
@@ -415,6 +418,14 @@ class ShardRun:
             except KafkaException as exc:
                 where = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in positions[:3])
                 raise wrap(exc, f"commit positions of {where} on cluster {rt.target}") from exc
+        if self.routine_log is not None:
+            for spec in self.specs:
+                result = self.results[(spec.topic, spec.partition)]
+                if result.refreshed:
+                    self.routine_log(
+                        "mirror position refreshed", topic=spec.topic, partition=spec.partition,
+                        target_topic=spec.target_topic, position=result.position,
+                    )  # fmt: skip
         return [c for c in prepared if c is not None]
 
     def _stopped(self, result: RangeResult, stop: PartitionStoppedError) -> None:

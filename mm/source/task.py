@@ -170,6 +170,8 @@ class RangeResult:
     # metadata of the last offset this range committed (not part of the row): with
     # ``position``, what a reused producer knows of its partition's state
     metadata: str | None = None
+    # a ``refresh`` range committed its idle partition's position again (not in the row)
+    refreshed: bool = False
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -507,8 +509,7 @@ def prepare_range(
         # the broker does not expire them (mm.source.keepalive)
         commit(spec, committed, metadata or "")
         result.metadata = metadata or ""
-        if log is not None:
-            log("mirror position refreshed", target_topic=spec.target_topic, position=committed)
+        result.refreshed = True  # routine: the shard logs it below its warnings
     return start, committed, metadata
 
 

@@ -23,6 +23,7 @@ def mirror_one(
     log: Callable[..., Any] | None = None,
     clients: MirrorClients = DEFAULT_CLIENTS,
     pool: ClientPool | None = None,
+    routine_log: Callable[..., Any] | None = None,
 ) -> RangeResult:
     """Mirror ``spec`` through a shard holding only its partition; raises the
     partition's PartitionStoppedError (RecordTooLargeError) when it stopped."""
@@ -36,6 +37,7 @@ def mirror_one(
             pool=used,
             clients=clients,
             log=log,
+            routine_log=routine_log,
         )
         results = run.run()
     finally:

@@ -29,6 +29,7 @@ __all__ = [
     "ensure_topic",
     "group_offsets",
     "group_offsets_or_errors",
+    "stable_group_offsets",
     "topic_created",
 ]
 
@@ -36,6 +37,8 @@ __all__ = [
 COMPACTED: Final[Mapping[str, str]] = {"cleanup.policy": "compact"}
 # seconds a future is awaited beyond the request's own timeout (which librdkafka enforces)
 _GRACE = 5.0
+# a group's offset a transaction sent and has not completed yet (stable reads)
+UNSTABLE_OFFSET_COMMIT: Final = "UNSTABLE_OFFSET_COMMIT"
 
 
 def topic_created(future: Future[Any], timeout: float) -> bool:
@@ -137,20 +140,83 @@ def group_offsets_or_errors(
         )[g]
         for g in groups
     }
-    out: dict[str, list[TopicPartition] | Exception] = {}
-    for g, future in futures.items():
-        what = f"committed offsets of group {g}{_on(where)}"
-        try:
-            out[g] = list(future.result(timeout + _GRACE).topic_partitions or [])
-        except KafkaException as exc:
-            if error_code(exc) == "GROUP_ID_NOT_FOUND":
-                out[g] = []
-            else:
-                error = wrap(exc, what)
-                error.__cause__ = exc
-                out[g] = error
-        except TimeoutError:
-            out[g] = TimeoutError(f"{what}: no answer within {timeout:g}s")
+    return {
+        g: _offsets_answer(future, f"committed offsets of group {g}{_on(where)}", timeout)
+        for g, future in futures.items()
+    }
+
+
+def _offsets_answer(
+    future: Future[Any], what: str, timeout: float
+) -> list[TopicPartition] | Exception:
+    """One group's ``list_consumer_group_offsets`` answer, or the error (as above)."""
+    try:
+        return list(future.result(timeout + _GRACE).topic_partitions or [])
+    except KafkaException as exc:
+        if error_code(exc) == "GROUP_ID_NOT_FOUND":
+            return []
+        error = wrap(exc, what)
+        error.__cause__ = exc
+        return error
+    except TimeoutError:
+        return TimeoutError(f"{what}: no answer within {timeout:g}s")
+
+
+def stable_group_offsets(
+    admin: AdminClient,
+    group: str,
+    partitions: Iterable[tuple[str, int]],
+    timeout: float,
+    where: str | None = None,
+) -> dict[tuple[str, int], int] | Exception:
+    """The offsets ``group`` committed for ``partitions`` (topic, partition), those
+    with none left out, or the error reading them (as :func:`group_offsets_or_errors`).
+
+    Read stable (``require_stable``): an offset a transaction sent is invisible
+    until its commit markers reach the group's coordinator, which happens after the
+    producer's commit returned; a plain read then answers the offset before it.
+    Such a partition (UNSTABLE_OFFSET_COMMIT) is asked again until it settles;
+    still pending after ``timeout`` (a transaction left open): KafkaOperationError
+    with that code. The partitions are named in the request because a partition
+    whose only offset is pending is left out of a whole-group answer.
+    """
+    what = f"committed offsets of group {group}{_on(where)}"
+    pending = sorted(set(partitions))
+    out: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + timeout
+    backoff = 0.05
+    while pending:
+        left = max(deadline - time.monotonic(), 0.1)
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in pending])
+        future = admin.list_consumer_group_offsets(
+            [request], require_stable=True, request_timeout=left
+        )[group]
+        answer = _offsets_answer(future, what, left)
+        if isinstance(answer, Exception):
+            return answer
+        pending = []
+        for tp in answer:
+            err = tp.error
+            if err is not None and err.name() == UNSTABLE_OFFSET_COMMIT:
+                pending.append((tp.topic, tp.partition))
+            elif err is not None:
+                return KafkaOperationError(
+                    f"{what}: {tp.topic}[{tp.partition}]: {err.str()}", code=err.name()
+                )
+            elif tp.offset >= 0:
+                out[(tp.topic, tp.partition)] = tp.offset
+        if not pending:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return KafkaOperationError(
+                f"{what}: {len(pending)} partition(s) still held by a transaction not "
+                f"complete after {timeout:g}s ({pending[0][0]}[{pending[0][1]}] first)",
+                code=UNSTABLE_OFFSET_COMMIT,
+                retriable=True,
+            )
+        time.sleep(min(backoff, left))
+        backoff = min(backoff * 2, 0.5)
     return out
 
 

@@ -63,17 +63,26 @@ def test_a_refresh_range_commits_the_same_position_and_metadata() -> None:
     meta = encode_state("abc", [(0, 0), (3, 3)])
     target.offsets[rt.state_group] = {(TARGET_TOPIC, 0): (4, meta)}
     spec = RangeSpec(TOPIC, 0, TARGET_TOPIC, 4, 4, 0, {"refresh": True})
-    events: list[tuple[str, dict[str, Any]]] = []
+    warnings: list[tuple[str, dict[str, Any]]] = []
+    routine: list[tuple[str, dict[str, Any]]] = []
     result = mirror_one(
         rt,
         spec,
-        log=lambda e, **kw: events.append((e, kw)),
+        log=lambda e, **kw: warnings.append((e, kw)),
+        routine_log=lambda e, **kw: routine.append((e, kw)),
         clients=fake_clients(source, target, TARGET),
     )
-    assert result.position == 4 and result.records == 0
+    assert result.position == 4 and result.records == 0 and result.refreshed
     assert target.commits == [(rt.state_group, TARGET_TOPIC, 0, 4, meta)]
     assert target.log(TARGET_TOPIC, 0).committed() == []
-    assert [e for e, _ in events] == ["mirror position refreshed"]
+    # a daily keepalive of every idle partition: not a warning to whoever is on call
+    assert warnings == []
+    assert routine == [
+        (
+            "mirror position refreshed",
+            {"topic": TOPIC, "partition": 0, "target_topic": TARGET_TOPIC, "position": 4},
+        )
+    ]
 
 
 def test_an_empty_range_without_refresh_commits_nothing() -> None:
@@ -106,7 +115,7 @@ def _reader(tmp_path: Path, ends: dict[str, int], interval: float) -> MirrorStre
     reader._topics = {TOPIC: MirroredTopic(TOPIC, TARGET_TOPIC, 2, 0)}
     reader._current_ends = lambda: dict(ends)  # type: ignore[method-assign]
     # the state group's positions never behind the plan here (mm.source.moved has its own)
-    reader._committed_positions = lambda: {  # type: ignore[method-assign]
+    reader._committed_positions = lambda _parts: {  # type: ignore[method-assign]
         (TARGET_TOPIC, p): 1 << 62 for p in range(2)
     }
     # one shard over both partitions (the map's store is mm.source.shard_store's tests)
@@ -126,7 +135,7 @@ def test_positions_behind_the_plan_are_looked_at_again(
     ends = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
     reader = _reader(tmp_path, ends, interval=3600.0)
     positions = {(TARGET_TOPIC, 1): 10}  # partition 0's deleted, partition 1's reset to 10
-    reader._committed_positions = lambda: dict(positions)  # type: ignore[method-assign]
+    reader._committed_positions = lambda _parts: dict(positions)  # type: ignore[method-assign]
     start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 70}
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert end[f"{REFRESH_PREFIX}{TOPIC}:0"] == 1 and f"{REFRESH_PREFIX}{TOPIC}:1" not in end
@@ -150,7 +159,7 @@ def test_positions_are_checked_once_per_run_with_once_and_never_on_the_embedded_
     monkeypatch.setattr("mm.source.reader.time.monotonic", lambda: clock[0])
     ends = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
     reader = _reader(tmp_path, ends, interval=3600.0)
-    reader._committed_positions = lambda: {}  # type: ignore[method-assign]
+    reader._committed_positions = lambda _parts: {}  # type: ignore[method-assign]
     reader._target_offsets = dict(ends)  # --once (Trigger.AvailableNow)
     start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
@@ -160,7 +169,7 @@ def test_positions_are_checked_once_per_run_with_once_and_never_on_the_embedded_
 
     embedded = _reader(tmp_path, ends, interval=3600.0)
     embedded.runtime = runtime(target_profile=EMBEDDED)
-    embedded._committed_positions = lambda: {}  # type: ignore[method-assign]
+    embedded._committed_positions = lambda _parts: {}  # type: ignore[method-assign]
     assert embedded.latestOffset(start, embedded.getDefaultReadLimit()) == start
 
 
