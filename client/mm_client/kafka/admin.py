@@ -140,10 +140,21 @@ def group_offsets_or_errors(
         )[g]
         for g in groups
     }
-    return {
-        g: _offsets_answer(future, f"committed offsets of group {g}{_on(where)}", timeout)
-        for g, future in futures.items()
-    }
+    out: dict[str, list[TopicPartition] | Exception] = {}
+    for g, future in futures.items():
+        what = f"committed offsets of group {g}{_on(where)}"
+        try:
+            out[g] = list(future.result(timeout + _GRACE).topic_partitions or [])
+        except KafkaException as exc:
+            if error_code(exc) == "GROUP_ID_NOT_FOUND":
+                out[g] = []
+            else:
+                error = wrap(exc, what)
+                error.__cause__ = exc
+                out[g] = error
+        except TimeoutError:
+            out[g] = TimeoutError(f"{what}: no answer within {timeout:g}s")
+    return out
 
 
 def _offsets_answer(
