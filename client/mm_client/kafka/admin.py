@@ -140,6 +140,10 @@ def group_offsets_or_errors(
         )[g]
         for g in groups
     }
+    # handled here, not through _offsets_answer: a caller releases the frames of a
+    # timed-out read's error to destroy its client (mm.status.reads; librdkafka 2.16
+    # aborts otherwise), and with the handling in a helper this frame, holding the
+    # futures, was not among them (tests/mm/status/test_status_paused_broker.py)
     out: dict[str, list[TopicPartition] | Exception] = {}
     for g, future in futures.items():
         what = f"committed offsets of group {g}{_on(where)}"
