@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
     from mm.commands.embedded import add_broker_option
-    from mm.drill.run import SCENARIOS
+    from mm.drill.scenarios import SCENARIOS
 
     parser.add_argument(
         "--duration",
@@ -75,7 +75,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _scenarios(raw: str) -> list[str]:
-    from mm.drill.run import SCENARIOS
+    from mm.drill.scenarios import SCENARIOS
     from mm.errors import UsageError
 
     wanted = [s.strip() for s in raw.split(",") if s.strip()]

@@ -85,6 +85,7 @@ from mm.drill.report import (
     Series,
     latency_stats,
 )
+from mm.drill.scenarios import SCENARIOS
 from mm.drill.workload import (
     GroupConsumer,
     GroupLog,
@@ -104,7 +105,6 @@ from mm.errors import MirrorError
 from mm.kafka.committed import TO_THE_END
 from mm.verify.reads import committed_offsets, log_bounds, log_ends
 
-SCENARIOS = ("switchover", "failover", "failback")
 PARTITIONS = 6
 CHECKPOINT_WAIT_S = 120.0
 # a transaction still open this long after its producer restarted hangs
