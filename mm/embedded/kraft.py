@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from mm.embedded import procs
 from mm.embedded.cluster_info import ClusterInfo, LocalCluster
+from mm.embedded.formatted import format_from_template
 from mm.embedded.kafka_jars import require_jars
 from mm.embedded.probe import QUIET_LOGGER
 from mm.errors import MirrorError
@@ -165,25 +166,31 @@ def one_node_props(port: int, controller_port: int, data_dir: Path) -> dict[str,
 
 def format_storage(jars: Path, config: Path, log4j2: Path, *args: str) -> None:
     """``kafka-storage format`` for ``config`` with a new cluster id (``args``: SCRAM
-    users and the like); raises MirrorError with its output when it fails."""
-    fmt = subprocess.run(
-        java_cmd(
-            jars,
-            *("kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(config)),
-            *args,
-            heap="256m",
-            log4j2=log4j2,
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if fmt.returncode != 0:
-        raise MirrorError(
-            f"formatting Apache Kafka's storage for {config} failed (exit {fmt.returncode}):\n"
-            f"{fmt.stdout[-2000:]}\n{fmt.stderr[-4000:]}"
+    users and the like), from this process's template of the same format where there
+    is one (:mod:`mm.embedded.formatted`); raises MirrorError with the tool's output
+    when it fails."""
+
+    def run_format(cluster_id: str) -> None:
+        fmt = subprocess.run(
+            java_cmd(
+                jars,
+                *("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
+                *args,
+                heap="256m",
+                log4j2=log4j2,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
+        if fmt.returncode != 0:
+            raise MirrorError(
+                f"formatting Apache Kafka's storage for {config} failed (exit {fmt.returncode}):\n"
+                f"{fmt.stdout[-2000:]}\n{fmt.stderr[-4000:]}"
+            )
+
+    format_from_template(config, (str(jars), *args), new_cluster_id(), new_cluster_id, run_format)
 
 
 def coordinator_ready(admin: Any, timeout: float) -> str | None:
