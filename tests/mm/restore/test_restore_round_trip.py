@@ -293,7 +293,9 @@ def test_restore_killed_at_random_moments_writes_each_record_once(
     a, b = cluster_a.bootstrap_servers, cluster_b.bootstrap_servers
     topic, group = unique_topic("rk"), unique_group("rk")
     create_topic(a, topic, PARTITIONS)
-    per_partition = 30_000
+    # enough that every round's kill comes before the restore ends: with 30,000 a
+    # restore on an idle host finished in its second round (kills 1 of 2 needed)
+    per_partition = 60_000
     p = Producer({"bootstrap.servers": a, "linger.ms": 20})
     for part in range(PARTITIONS):
         for i in range(per_partition):
