@@ -26,24 +26,14 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from mm.config.properties import load_properties
+
 META = "meta.properties"
 BOOTSTRAP = "bootstrap.checkpoint"
 
 _lock = threading.Lock()
 _templates: dict[tuple[str, ...], Path] = {}
 _root: Path | None = None
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """``key = value`` lines of a properties file (comments and blanks skipped)."""
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")) or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def single_log_dir(props: Mapping[str, str]) -> Path | None:
@@ -78,7 +68,7 @@ def format_from_template(
     would leave it. ``run_format(cluster_id)`` runs the tool (the first time for these
     arguments, or for a configuration the template cannot serve); ``new_id`` gives a
     directory id."""
-    props = read_properties(config)
+    props = load_properties(config)
     data = single_log_dir(props)
     if data is None or (data.exists() and any(data.iterdir())):
         run_format(cluster_id)  # the tool says what is wrong with a used directory

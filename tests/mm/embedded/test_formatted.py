@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.apache_kafka import KRaftBroker
 
+from mm.config.properties import load_properties
 from mm.embedded import formatted
 
 TOOL = "kafka.tools.StorageTool"
@@ -32,7 +33,7 @@ class FakeTool:
 
     def __call__(self, cluster_id: str) -> None:
         self.runs += 1
-        props = formatted.read_properties(self.config)
+        props = load_properties(self.config)
         for d in props["log.dirs"].split(","):
             Path(d).mkdir(parents=True, exist_ok=True)
             (Path(d) / formatted.BOOTSTRAP).write_bytes(b"features+scram")
@@ -55,15 +56,13 @@ def test_the_second_format_copies_the_first_with_new_ids(tmp_path: Path) -> None
         tool = FakeTool(config)
         formatted.format_from_template(config, args, f"cluster-{name}", lambda: next(ids), tool)
         runs += tool.runs
-        meta = formatted.read_properties(tmp_path / name / "data" / formatted.META)
+        meta = load_properties(tmp_path / name / "data" / formatted.META)
         assert meta["cluster.id"] == f"cluster-{name}" and meta["node.id"] == "1"
         assert (tmp_path / name / "data" / formatted.BOOTSTRAP).read_bytes() == b"features+scram"
     # a ran the tool, b (same arguments) was copied with a new directory id, c (other
     # arguments) ran the tool again
     assert runs == 2
-    assert (
-        formatted.read_properties(tmp_path / "b" / "data" / formatted.META)["directory.id"] == "id0"
-    )
+    assert load_properties(tmp_path / "b" / "data" / formatted.META)["directory.id"] == "id0"
 
 
 @pytest.mark.unit
@@ -128,5 +127,5 @@ def test_brokers_from_the_template_are_clusters_of_their_own(
     assert len(runs) == 1, f"the storage tool ran {len(runs)} times for 3 brokers"
     assert len(set(ids)) == 3, ids
     for i, b in enumerate(brokers):
-        meta = formatted.read_properties(b.dir / "data" / formatted.META)
+        meta = load_properties(b.dir / "data" / formatted.META)
         assert meta["cluster.id"] == ids[i]
