@@ -30,7 +30,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 from mm_client.errors import RecordDecodeError
 from mm_client.kafka.clients import reader_conf
 from mm_client.kafka.errors import error_code, wrap
@@ -106,17 +106,52 @@ class Probes:
         self.rt, self.clients = rt, clients
         self._lock = threading.Lock()
         self._consumers: dict[str, Any] = {}
+        # (side, topic, partition) -> (low, high) listed by prefetch, used once
+        self._listed: dict[tuple[str, str, int], tuple[int, int]] = {}
+
+    def _consumer(self, side: str) -> Any:
+        consumer = self._consumers.get(side)
+        if consumer is None:
+            base = self.rt.source_consumer if side == "source" else self.rt.target_consumer
+            consumer = self.clients.consumer(_read_conf(base, self.rt.state_group))
+            self._consumers[side] = consumer
+        return consumer
+
+    def prefetch(self, side: str, tps: Sequence[TopicPartition]) -> None:
+        """List the watermarks of all ``tps`` on ``side`` at once: two ListOffsets
+        requests (log starts, ends) of the same consumer, with the same isolation
+        level, instead of two round trips per partition one after another (0.6-0.8 s
+        of a new 24-96-partition shard's prepare). :meth:`watermarks` answers each
+        partition from them once. A partition the listing did not answer (say its
+        topic was deleted) is left to :meth:`watermarks`' own request, which
+        reports its error as before."""
+        if not tps:
+            return
+        with self._lock:
+            consumer = self._consumer(side)
+            try:
+                lows = consumer.offsets_for_times(
+                    [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in tps],
+                    timeout=30,
+                )
+                highs = consumer.offsets_for_times(
+                    [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in tps],
+                    timeout=30,
+                )
+            except KafkaException:
+                return  # each partition's own request below reports what failed
+            for lo, hi in zip(lows, highs, strict=True):
+                if lo.error is None and hi.error is None and lo.offset >= 0 and hi.offset >= 0:
+                    self._listed[(side, lo.topic, lo.partition)] = (lo.offset, hi.offset)
 
     def watermarks(self, side: str, tp: TopicPartition) -> tuple[int, int]:
         """(low, high) of ``tp`` on ``side`` (``source`` or ``target``), as a
         read_committed consumer of the flow's state group lists them."""
         with self._lock:
-            consumer = self._consumers.get(side)
-            if consumer is None:
-                base = self.rt.source_consumer if side == "source" else self.rt.target_consumer
-                consumer = self.clients.consumer(_read_conf(base, self.rt.state_group))
-                self._consumers[side] = consumer
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            listed = self._listed.pop((side, tp.topic, tp.partition), None)
+            if listed is not None:
+                return listed
+            low, high = self._consumer(side).get_watermark_offsets(tp, timeout=30)
         return int(low), int(high)
 
     def close(self) -> None:

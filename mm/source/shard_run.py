@@ -81,6 +81,7 @@ from mm.source.task import (
     _SourceSyncWriter,
     prepare_range,
     read_states,
+    start_sync_producer,
     sync_headers,
     transactional_producer_conf,
 )
@@ -323,6 +324,7 @@ class ShardRun:
     def _run(self, writer: _ShardWriter, fresh: bool) -> None:
         rt = self.rt
         self._lap_at = time.monotonic()
+        start_sync_producer(rt, self.clients)
         if fresh:
             try:
                 Transaction(writer.producer).init(self.specs[0].target_topic, 60)
@@ -406,6 +408,10 @@ class ShardRun:
         workers = max(1, min(PREPARE_THREADS, len(self.specs)))
         probes = Probes(rt, self.clients)
         try:
+            # the partitions without a position (new ones, mostly) probe both logs
+            new = [s for s in self.specs if states[(s.target_topic, s.partition)][0] < 0]
+            probes.prefetch("target", [TopicPartition(s.target_topic, s.partition) for s in new])
+            probes.prefetch("source", [TopicPartition(s.topic, s.partition) for s in new])
             with ThreadPoolExecutor(workers, thread_name_prefix="mm-prepare") as pool:
                 prepared = list(pool.map(one, self.specs))
         finally:

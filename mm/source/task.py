@@ -383,6 +383,18 @@ def _sync_producer_conf(rt: FlowRuntime) -> dict[str, Any]:
     return _quick({**rt.source_producer, "enable.idempotence": True, "acks": "all"})
 
 
+def start_sync_producer(rt: FlowRuntime, clients: MirrorClients = DEFAULT_CLIENTS) -> None:
+    """Build this worker's offset-syncs producer now, when the flow writes its syncs
+    to the source and the worker has none yet. An idempotent producer gets its
+    producer id in the background about 0.5 s after it is built (librdkafka asks
+    again after 500 ms when no broker connection was up at its first try; measured
+    on Apache Kafka 4.3.1), and a worker's first flush of syncs, at the end of its
+    first shard run, waited for all of it; built before the fence, that wait
+    overlaps the shard's fence, prepare and copy."""
+    if not rt.offset_syncs_on_target and clients.sync_producer is None:
+        _sync_producer(rt)
+
+
 def _sync_producer(rt: FlowRuntime) -> Producer:
     """The worker's producer of offset syncs (shared by a task's threads: syncs are
     not transactional, so one producer serves every partition)."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from mm.source.clients import MirrorClients
 from mm.source.spec import FlowRuntime
@@ -194,6 +194,18 @@ class FakeConsumer:
     ) -> tuple[int, int]:
         log = self.cluster.log(tp.topic, tp.partition)
         return log.log_start, log.stable_end()
+
+    def offsets_for_times(
+        self, tps: list[TopicPartition], timeout: float = 0
+    ) -> list[TopicPartition]:
+        # only the two special "times" the mirror asks for: log start (-2), end (-1)
+        out = []
+        for tp in tps:
+            assert tp.offset in (OFFSET_BEGINNING, OFFSET_END), tp
+            log = self.cluster.log(tp.topic, tp.partition)
+            offset = log.log_start if tp.offset == OFFSET_BEGINNING else log.stable_end()
+            out.append(TopicPartition(tp.topic, tp.partition, offset))
+        return out
 
     def consume(self, num_messages: int = 1, timeout: float = 0) -> list[FakeMessage]:
         assert self._assigned is not None
