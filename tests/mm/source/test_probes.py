@@ -124,7 +124,8 @@ def test_the_offset_syncs_producer_is_built_before_the_shard_fences() -> None:
     key = task._sync_producer_key(rt)
     assert key not in task._SYNC_PRODUCERS
     try:
-        task.start_sync_producer(runtime(offset_syncs_on_target=True, **_producer_of(rt)))
+        on_target = runtime(offset_syncs_on_target=True, source_producer=rt.source_producer)
+        task.start_sync_producer(on_target)
         task.start_sync_producer(rt, fake_clients(FakeCluster("A"), FakeCluster("B"), TARGET))
         assert key not in task._SYNC_PRODUCERS  # syncs on the target; a factory given
         task.start_sync_producer(rt)
@@ -135,7 +136,3 @@ def test_the_offset_syncs_producer_is_built_before_the_shard_fences() -> None:
         producer = task._SYNC_PRODUCERS.pop(key, None)
         if producer is not None:
             producer.flush(0)
-
-
-def _producer_of(rt: Any) -> dict[str, Any]:
-    return {"source_producer": rt.source_producer}
