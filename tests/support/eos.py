@@ -52,6 +52,7 @@ class TailWatch:
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self._conn = Connection(bootstrap, 30.0, client_id="mm-test-log-reader")
+        self._bootstrap = bootstrap
         self._topic = topic
         self._hw = dict.fromkeys(range(partitions), 0)
 
@@ -68,6 +69,36 @@ class TailWatch:
 
     def open_transactions(self) -> list[int]:
         return [p for p, (lso, hw) in self.tails().items() if 0 <= lso < hw]
+
+    def ongoing(self) -> set[int] | None:
+        """The partitions of the topic inside a transaction its coordinator holds as
+        Ongoing (no EndTxn asked for: a commit's markers are not on their way), from
+        ListTransactions and DescribeTransactions (kafka-python); None where the
+        cluster cannot say (a broker without those requests)."""
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import KafkaError as PythonKafkaError
+
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=self._bootstrap, client_id="mm-test-transactions"
+            )
+        except PythonKafkaError:
+            return None
+        try:
+            listed = admin.list_transactions(state_filters=["Ongoing"])
+            ids = sorted({t.transactional_id for ts in listed.values() for t in ts})
+            described = admin.describe_transactions(ids) if ids else {}
+        except PythonKafkaError:
+            return None
+        finally:
+            admin.close()
+        return {
+            tp.partition
+            for d in described.values()
+            if str(getattr(d.state, "value", d.state)) == "Ongoing"
+            for tp in d.topic_partitions
+            if tp.topic == self._topic
+        }
 
     def first_transactions_open(self) -> list[int]:
         """Partitions whose first transaction is open: records, none committed yet."""

@@ -254,7 +254,12 @@ def test_failback_quarantines_the_divergence_and_leaves_every_group_on_a_exact(
     # its producer's timeout is the broker's longest)
     txn, hanging = (
         Producer({"bootstrap.servers": a, "transactional.id": f"fb-txn{p}-{suffix}", **conf})
-        for p, conf in ((0, {}), (1, {"transaction.timeout.ms": 900_000}))
+        # the first outlives a failback run: not the 60 s default, which a loaded
+        # machine can pass
+        for p, conf in (
+            (0, {"transaction.timeout.ms": 600_000}),
+            (1, {"transaction.timeout.ms": 900_000}),
+        )
     )
     for p, producer in enumerate((txn, hanging)):
         producer.init_transactions(30)

@@ -361,7 +361,10 @@ def test_an_open_transaction_on_the_source_stops_it(
     topic, props = _unmirrored_topic(cluster_a, cluster_b, tmp_path)
     a = cluster_a.bootstrap_servers
     tid = f"swtxn-{uuid.uuid4().hex[:8]}"
-    txn = Producer({"bootstrap.servers": a, "transactional.id": tid})
+    # open across two mirror runs and a switchover: the 60 s default timeout let the
+    # broker abort it on a loaded machine (CI), before the switchover looked
+    txn = Producer({"bootstrap.servers": a, "transactional.id": tid,
+                    "transaction.timeout.ms": 600_000})  # fmt: skip
     txn.init_transactions(30)
     txn.begin_transaction()
     for i in range(3):

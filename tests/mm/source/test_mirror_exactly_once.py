@@ -128,8 +128,10 @@ class Runs:
         transaction is open. It stays open only if its commit was not already asked
         for (the coordinator writes a commit's markers whether the producer runs or
         not: on a 208-partition topic a scan of the tails can see a commit's markers
-        still on their way), so a second look a moment later keeps the partitions
-        still open, and the kill lands inside their transaction for sure. Otherwise
+        still on their way, for over a second on a loaded machine), so only the
+        partitions whose transaction the coordinator holds as Ongoing are kept
+        (where the cluster cannot say, those still open at a second look a moment
+        later), and the kill lands inside their transaction for sure. Otherwise
         thaws the run and tries again a moment later.
         Returns (processes, partitions with an open transaction); [] at the deadline
         (then the run was killed anyway).
@@ -143,8 +145,11 @@ class Runs:
             time.sleep(0.05)
             found = watch.open_transactions()
             if found:
-                time.sleep(0.5)
-                found = sorted(set(found) & set(watch.open_transactions()))
+                ongoing = watch.ongoing()
+                if ongoing is None:
+                    time.sleep(0.5)
+                    ongoing = set(watch.open_transactions())
+                found = sorted(set(found) & ongoing)
             if found or time.monotonic() > deadline:
                 return self._kill(run, tree, whole_tree), found
             signal_all(tree, signal.SIGCONT)
