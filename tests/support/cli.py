@@ -143,10 +143,29 @@ def run_command(
     else:
         run = _subprocess(list(args), cwd, env, timeout, while_waiting)
     run.seconds = time.monotonic() - started
+    _log_command(args, in_process, run)
     if keep is not None:
         keep.with_suffix(".out").write_text(run.stdout)
         keep.with_suffix(".err").write_text(run.stderr)
     return run
+
+
+def _log_command(args: Sequence[str], in_process: bool, run: CommandRun) -> None:
+    """With ``MMTEST_COMMAND_LOG`` set, one JSON line per command appended to that
+    file (test, arguments, in process or not, seconds, exit code): where the
+    suite's time goes."""
+    path = os.environ.get("MMTEST_COMMAND_LOG")
+    if not path:
+        return
+    line = {
+        "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+        "args": list(args),
+        "in_process": in_process,
+        "seconds": round(run.seconds, 2),
+        "returncode": run.returncode,
+    }
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def ends_by_itself(args: Sequence[str]) -> bool:
