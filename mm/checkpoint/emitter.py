@@ -61,6 +61,7 @@ from mm_client.kafka import (
     describe_groups,
     ensure_topic,
     group_offsets,
+    latest_wins_producer_conf,
     new_admin,
     new_producer,
     wrap,
@@ -216,8 +217,8 @@ class FlowCheckpointer:
     @property
     def producer(self) -> Producer:
         if self._producer is None:
-            conf = dict(self._target_producer_conf)
-            conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5})
+            conf = latest_wins_producer_conf(self._target_producer_conf)
+            conf["linger.ms"] = 5
             # one request must carry the whole published history (mm.checkpoint.history)
             conf.setdefault("message.max.bytes", PRODUCER_MAX_BYTES)
             self._producer = new_producer(conf)

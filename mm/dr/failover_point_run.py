@@ -20,6 +20,7 @@ from confluent_kafka import TopicPartition as TP
 from mm_client.kafka import (
     AcknowledgedProducer,
     ensure_topic,
+    latest_wins_producer_conf,
     new_admin,
     new_consumer,
     new_producer,
@@ -251,7 +252,7 @@ def record_failover_point(
         config={"cleanup.policy": "delete", "retention.ms": "-1"},
     )
     producer = AcknowledgedProducer(
-        new_producer({**target.librdkafka("producer"), "enable.idempotence": True, "acks": "all"})
+        new_producer(latest_wins_producer_conf(target.librdkafka("producer")))
     )
     key, value = point.encode()
     producer.produce(topic, value, key)

@@ -25,6 +25,7 @@ from mm_client.kafka import (
     describe_exception,
     ensure_topic,
     error_code,
+    latest_wins_producer_conf,
     new_producer,
 )
 from mm_client.records import Heartbeat
@@ -128,16 +129,8 @@ class HeartbeatEmitter:
     def _producer(self, cluster: str) -> Producer:
         producer = self._producers.get(cluster)
         if producer is None:
-            conf: dict[str, Any] = dict(self._cfg.cluster(cluster).librdkafka("producer"))
-            conf.update(
-                {
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 0,
-                    "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
-                }
-            )
-            conf.pop("transactional.id", None)
+            conf = latest_wins_producer_conf(self._cfg.cluster(cluster).librdkafka("producer"))
+            conf.update({"linger.ms": 0, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS})
             producer = self._producers[cluster] = new_producer(conf)
         return producer
 

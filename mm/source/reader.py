@@ -158,16 +158,14 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ends_publisher(self) -> Any:
         """Publishes the source ends seen to the target (the failover point's estimate)."""
         if self._ends is None:
-            from mm_client.kafka import new_producer
+            from mm_client.kafka import latest_wins_producer_conf, new_producer
 
             from mm.logs import get_logger
             from mm.source.ends import EndsPublisher, ends_topic
 
             rt = self.runtime
-            conf = {**rt.target_producer, "enable.idempotence": True, "acks": "all"}
-            conf.pop("transactional.id", None)
             self._ends = EndsPublisher(
-                new_producer(conf),
+                new_producer(latest_wins_producer_conf(rt.target_producer)),
                 ends_topic(rt.source),
                 f"{rt.source}->{rt.target}",
                 log=get_logger("mm.mirror.planner").warning,

@@ -100,8 +100,6 @@ class StatusEnds:
 
 
 def _producer(conf: Mapping[str, Any]) -> Any:
-    from mm_client.kafka import new_producer
+    from mm_client.kafka import latest_wins_producer_conf, new_producer
 
-    conf = {**conf, "enable.idempotence": True, "acks": "all"}
-    conf.pop("transactional.id", None)
-    return new_producer(conf)
+    return new_producer(latest_wins_producer_conf(conf))

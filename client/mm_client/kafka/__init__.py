@@ -19,6 +19,7 @@ from mm_client.kafka.admin import (
 )
 from mm_client.kafka.clients import (
     closing_consumer,
+    latest_wins_producer_conf,
     new_admin,
     new_consumer,
     new_producer,
@@ -64,6 +65,7 @@ __all__ = [
     "is_refusal",
     "kafka_cause",
     "kafka_error",
+    "latest_wins_producer_conf",
     "new_admin",
     "new_consumer",
     "new_producer",

@@ -124,6 +124,26 @@ def new_producer(conf: Mapping[str, Any]) -> Producer:
     return Producer(_with_logger(conf))
 
 
+def latest_wins_producer_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` for a producer of records read newest-first, where a duplicate changes
+    nothing (published ends, checkpoints, heartbeats, status, failover points):
+    every write acknowledged by all in-sync replicas, one request in flight (a retry
+    never puts an older record after a newer one), and no idempotence. librdkafka
+    asks for an idempotent producer's id on a 500 ms timer once the client is up,
+    so a short-lived publisher's first delivery waited ~0.5 s for it (every mirror
+    start flushed one); without it, a retry can at worst write a record twice."""
+    out = dict(conf)
+    out.pop("transactional.id", None)
+    out.update(
+        {
+            "acks": "all",
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1,
+        }
+    )
+    return out
+
+
 def new_admin(conf: Mapping[str, Any]) -> AdminClient:
     """A confluent-kafka AdminClient built from ``conf`` (copied), logging to
     :data:`LIBRDKAFKA_LOGGER` unless ``conf`` names a ``logger``."""
