@@ -382,7 +382,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         fenced: list[str] = []
 
         def fence_round(ids: Iterable[str]) -> None:
-            live, unknown = fence_live(ids, conf, cluster=f"cluster {rt.target}")
+            live, unknown = fence_live(
+                ids, conf, cluster=f"cluster {rt.target}", metadata_topic=self._shard_store.topic
+            )
             if unknown is not None:
                 log.info("fenced every id of the previous map", ids=len(live), why=unknown)
             fenced.extend(live)

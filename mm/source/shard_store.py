@@ -30,6 +30,7 @@ from mm_client.kafka.clients import new_consumer, new_producer
 
 from mm.errors import MirrorError
 from mm.kafka.errors import wrap
+from mm.kafka.txn import Transaction
 from mm.source.shard_map import (
     ShardMap,
     Transition,
@@ -102,7 +103,7 @@ class ShardMapStore:
         # to the structured log at debug, not raw to stderr
         writer = new_producer(conf)
         try:
-            writer.init_transactions(self.timeout)
+            Transaction(writer).init(self.topic, self.timeout)
         except KafkaException as exc:
             raise wrap(
                 exc,
@@ -251,15 +252,21 @@ def fence(
     threads: int = FENCE_THREADS,
     make: Callable[[dict[str, Any]], Any] = new_producer,
     cluster: str = "the target",
+    metadata_topic: str | None = None,
 ) -> None:
     """``init_transactions`` on every id of ``ids``, ``threads`` at a time: each
     aborts what that id left open and fences its producers (confluent-kafka has no
-    Admin fenceProducers). Raises MirrorError naming every id not fenced."""
+    Admin fenceProducers). Raises MirrorError naming every id not fenced.
+    ``metadata_topic``: a topic of the cluster whose metadata each producer asks for
+    first (:meth:`mm.kafka.txn.Transaction.init`)."""
 
     def one(transactional_id: str) -> tuple[str, KafkaException] | None:
         producer = make({**producer_conf, "transactional.id": transactional_id})
         try:
-            producer.init_transactions(timeout)
+            if metadata_topic is None:
+                producer.init_transactions(timeout)
+            else:
+                Transaction(producer).init(metadata_topic, timeout)
             return None
         except KafkaException as exc:
             return transactional_id, exc
@@ -290,6 +297,7 @@ def fence_live(
     producer_conf: Mapping[str, Any],
     timeout: float = 60.0,
     cluster: str = "the target",
+    metadata_topic: str | None = None,
 ) -> tuple[list[str], str | None]:
     """:func:`fence` on those of ``ids`` the cluster's coordinators hold: an id
     never initialised has no producer to fence (a new flow's per-partition ids:
@@ -299,7 +307,7 @@ def fence_live(
     from mm.kafka.producers import live_transactional_ids
 
     live, unknown = live_transactional_ids(producer_conf, ids)
-    fence(live, producer_conf, timeout, cluster=cluster)
+    fence(live, producer_conf, timeout, cluster=cluster, metadata_topic=metadata_topic)
     return live, unknown
 
 

@@ -14,8 +14,7 @@ from mm_client.kafka import (
     new_producer,
     reader_conf,
 )
-
-from tests.support.clusters import KafkaCluster
+from support.clusters import KafkaCluster
 
 
 def test_the_conf_keeps_the_users_settings_and_sets_ordering_without_idempotence() -> None:

@@ -19,6 +19,7 @@ from mm.source.shard_map import ShardMap
 from mm.source.shard_store import (
     SHARDS_TOPIC_CONFIG,
     ShardMapStore,
+    fence,
     fence_live,
     settle,
     shards_topic,
@@ -188,3 +189,33 @@ def test_auto_keeps_the_recorded_count_and_a_new_flow_gets_the_formulas(
     assert (third.map.generation, third.map.shards) == (2, 3)
     assert third.fence == tuple(first.map.transactional_ids(prefix))
     store.close()
+
+
+class _OrderProducer:
+    """Records what the fence asks of each producer, in order."""
+
+    def __init__(self, calls: list[tuple[str, str]], conf: dict[str, object]) -> None:
+        self.calls, self.id = calls, str(conf["transactional.id"])
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        self.calls.append((self.id, f"metadata {topic}"))
+
+    def init_transactions(self, timeout: float) -> None:
+        self.calls.append((self.id, "init"))
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def test_each_fenced_producer_asks_for_metadata_before_it_initialises() -> None:
+    # librdkafka's first coordinator lookup, asked before any connection is up, waits
+    # out a 0.5 s retry timer (a quarter of fresh ids on an idle broker)
+    calls: list[tuple[str, str]] = []
+    fence(
+        ["a", "b"],
+        {"bootstrap.servers": "unused:9092"},
+        make=lambda conf: _OrderProducer(calls, conf),
+        metadata_topic="mm-mirror-shards.A.internal",
+    )
+    for tid in ("a", "b"):
+        assert [c for i, c in calls if i == tid] == ["metadata mm-mirror-shards.A.internal", "init"]
