@@ -38,7 +38,7 @@ def test_the_conf_keeps_the_users_settings_and_sets_ordering_without_idempotence
 
 
 def test_records_arrive_once_each_in_the_order_produced(
-    cluster_a: KafkaCluster, unique_topic: Callable[..., str]
+    cluster_a: KafkaCluster, unique_topic: Callable[..., str], unique_group: Callable[..., str]
 ) -> None:
     topic = unique_topic("latest-wins")
     bootstrap = cluster_a.bootstrap_servers
@@ -56,7 +56,7 @@ def test_records_arrive_once_each_in_the_order_produced(
     assert producer.flush(30) == 0
     assert failed == []
     values: list[int] = []
-    conf = reader_conf({"bootstrap.servers": bootstrap}, group="latest-wins-reader")
+    conf = reader_conf({"bootstrap.servers": bootstrap}, group=unique_group("reader"))
     with closing_consumer(conf) as consumer:
         consumer.assign([TopicPartition(topic, 0, 0)])
         while len(values) < 500:
