@@ -7,7 +7,7 @@ embedded Tansu brokers; see tests/support/clusters.py.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -94,9 +94,10 @@ def own_kafka(
     kept under pytest's temp dir."""
     made: list[KRaftBroker] = []
 
-    def make(wait: bool = True) -> KRaftBroker:
-        """``wait=False``: call ``.wait_ready()`` (several brokers start at once that way)."""
-        made.append(KRaftBroker(tmp_path_factory.mktemp("kafka"), wait=wait))
+    def make(wait: bool = True, extra: Mapping[str, object] | None = None) -> KRaftBroker:
+        """``wait=False``: call ``.wait_ready()`` (several brokers start at once that way);
+        ``extra``: server properties added or overridden."""
+        made.append(KRaftBroker(tmp_path_factory.mktemp("kafka"), wait=wait, extra=extra))
         return made[-1]
 
     yield make

@@ -145,6 +145,22 @@ _SETTINGS = (
         "records per target transaction (a transaction also closes after 96 sync points)",
     ),
     Setting(
+        "mirror.max.bytes.per.transaction",
+        64 << 20,
+        _positive_int,
+        "a positive whole number of bytes",
+        "record bytes (keys and values) per target transaction: what a commit may still "
+        "have to deliver when it starts",
+    ),
+    Setting(
+        "mirror.max.seconds.per.transaction",
+        10.0,
+        _positive_float,
+        "a positive number of seconds",
+        "a target transaction closes this long after it began (at most a quarter of the "
+        "target producer's transaction.timeout.ms), however slowly records arrive",
+    ),
+    Setting(
         "mirror.shards",
         0,
         _shards,

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mm.config import FlowConfig, MirrorConfig
 from mm.source.plan import MirrorPlan, NameFilter
-from mm.source.spec import FlowRuntime
+from mm.source.spec import DEFAULT_TXN_TIMEOUT_MS, FlowRuntime
 from mm.source.topic_ids import topic_ids_file
 from mm.source.topics import TopicMirrorPlanner
 
@@ -26,6 +27,15 @@ def offset_syncs_topic(flow: FlowConfig) -> str:
     if flow.offset_syncs_topic_location == "target":
         return policy.offset_syncs_topic(flow.source)
     return policy.offset_syncs_topic(flow.target)
+
+
+def transaction_seconds(setting: float, target_producer: Mapping[str, Any]) -> float:
+    """How long a mirror transaction may stay open: ``setting``, at most a quarter of
+    the target producer's ``transaction.timeout.ms`` (the mirror's default 120 s), so
+    its commit (which still delivers what was produced last) lands well before the
+    coordinator aborts it."""
+    timeout_ms = float(target_producer.get("transaction.timeout.ms", DEFAULT_TXN_TIMEOUT_MS))
+    return min(setting, timeout_ms / 4000)
 
 
 def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
@@ -45,6 +55,11 @@ def flow_runtime(cfg: MirrorConfig, flow: FlowConfig) -> FlowRuntime:
         errors_tolerance=flow.errors_tolerance,
         dead_letter_topic=flow.errors_deadletterqueue_topic_name,
         max_records_per_txn=cfg.setting("mirror.max.records.per.transaction"),
+        max_bytes_per_txn=cfg.setting("mirror.max.bytes.per.transaction"),
+        max_seconds_per_txn=transaction_seconds(
+            cfg.setting("mirror.max.seconds.per.transaction"),
+            target.librdkafka("producer"),
+        ),
         pool_max_clients=cfg.setting("mirror.pool.max.clients"),
         source_admin=dict(source.librdkafka("admin")),
         source_profile=source.profile,

@@ -18,8 +18,11 @@ ranges of one shard's partitions:
    each range is prepared from it (:func:`mm.source.task.prepare_range`).
 3. **Copy.** One consumer reads all the shard's ranges; each record goes to its
    target partition through the shard's producer. A transaction closes after
-   ``max_records_per_txn`` records of the shard, after ``max_sync_points_per_txn``
-   sync points of one partition, or when every range is done. Its commit carries
+   ``max_records_per_txn`` records or ``max_bytes_per_txn`` bytes of the shard,
+   ``max_seconds_per_txn`` after it began (well inside ``transaction.timeout.ms``:
+   records trickling in from a distant source never keep it open until the
+   coordinator aborts it), after ``max_sync_points_per_txn`` sync points of one
+   partition, or when every range is done. Its commit carries
    every partition's next source offset (with that partition's syncs in the
    offset's metadata, :mod:`mm.source.state`) in the same transaction as the
    records, so records and positions move together or not at all.
@@ -492,7 +495,10 @@ class _Copy:
         self.cursors = {c.key: c for c in cursors}
         self.txn = Transaction(producer)
         self.in_txn = False
+        # what the open transaction holds, and when it began (monotonic)
         self.records = 0
+        self.bytes = 0
+        self.began = 0.0
         self.group_metadata = _group_metadata(self.rt, run.clients, run.pool)
 
     def run(self) -> None:
@@ -511,6 +517,8 @@ class _Copy:
                     self._check_idle(open_)
                 else:
                     self._take(msgs)
+                if self.in_txn and time.monotonic() - self.began >= self.rt.max_seconds_per_txn:
+                    self.commit()  # records trickle in: the coordinator must not abort it
                 still = [c for c in open_ if not c.done]
                 if len(still) != len(open_):
                     # stop fetching what is done (an assigned partition is fetched on)
@@ -543,6 +551,7 @@ class _Copy:
         cursors = self.cursors
         produce = self.producer.produce
         max_records = self.rt.max_records_per_txn
+        max_bytes = self.rt.max_bytes_per_txn
         max_points = self.rt.max_sync_points_per_txn
         now = time.monotonic()
         c: _Cursor | None = None
@@ -593,13 +602,18 @@ class _Copy:
                     c.bytes += size
                     c.expected = off + 1
                     self.records += 1
+                    self.bytes += size
                     if off == c.last_in_range:
                         c.done = True
-                    if self.records >= max_records or c.points >= max_points:
+                    if (
+                        self.records >= max_records
+                        or self.bytes >= max_bytes
+                        or c.points >= max_points
+                    ):
                         self.commit()
                     continue
             self._general(c, m, off)
-            if self.records >= max_records or c.points >= max_points:
+            if self.records >= max_records or self.bytes >= max_bytes or c.points >= max_points:
                 self.commit()
         self.producer.poll(0)
 
@@ -700,12 +714,14 @@ class _Copy:
         c.bytes += size
         c.expected = off + 1
         self.records += 1
+        self.bytes += size
         c.done = off == c.last_in_range
 
     def _begin(self, c: _Cursor) -> None:
         if not self.in_txn:
             self.txn.begin()
             self.in_txn = True
+            self.began = time.monotonic()
         c.in_txn = True
 
     def commit(self) -> None:
@@ -761,7 +777,7 @@ class _Copy:
                 f"commit transaction of shard {self.run_.transactional_id} on cluster {rt.target}",
             ) from exc
         self.in_txn = False
-        self.records = 0
+        self.records = self.bytes = 0
         self._committed(moved, written)
 
     def _delivered(self, cursors: list[_Cursor]) -> None:

@@ -13,6 +13,10 @@ from pyspark.sql.datasource import InputPartition
 
 from mm.kafka.profile import KAFKA, BrokerProfile
 
+#: the mirror's transactional producers' ``transaction.timeout.ms`` unless the target
+#: producer's settings say otherwise (librdkafka's own default is 60 s)
+DEFAULT_TXN_TIMEOUT_MS = 120_000
+
 
 @dataclass(frozen=True)
 class FlowRuntime:
@@ -35,6 +39,11 @@ class FlowRuntime:
     # a transaction also closes after this many offset-sync points, so the
     # batch's syncs always fit in the committed offset's metadata
     max_sync_points_per_txn: int = 96
+    # ... after this many record bytes (what its commit may still have to deliver),
+    # and this long after it began (records trickling in from a slow source must not
+    # keep it open until the coordinator aborts it at transaction.timeout.ms)
+    max_bytes_per_txn: int = 64 << 20
+    max_seconds_per_txn: float = 10.0
     errors_tolerance: str = "none"
     dead_letter_topic: str | None = None
     fetch_timeout_s: float = 60.0

@@ -49,7 +49,7 @@ from mm_client.records import SYNC_WRITER_HEADER, TXN_FIRST_HEADER, OffsetSync
 from mm.errors import KafkaOperationError, MirrorError
 from mm.kafka.errors import wrap
 from mm.source.clients import DEFAULT_CLIENTS, MirrorClients
-from mm.source.spec import FlowRuntime, RangeSpec
+from mm.source.spec import DEFAULT_TXN_TIMEOUT_MS, FlowRuntime, RangeSpec
 from mm.source.state import decode_state
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def transactional_producer_conf(base: dict[str, Any], transactional_id: str) -> 
             # the broker, not the client, decides what is too large; the mirror
             # pre-checks against the target topic's limit to name the record
             "message.max.bytes": conf.get("message.max.bytes", 100_000_000),
-            "transaction.timeout.ms": conf.get("transaction.timeout.ms", 120_000),
+            "transaction.timeout.ms": conf.get("transaction.timeout.ms", DEFAULT_TXN_TIMEOUT_MS),
         }
     )
     return conf
