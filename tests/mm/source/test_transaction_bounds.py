@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from support.props import TWO_CLUSTERS
 from mm.config import build_config
 from mm.source.runtime import flow_runtime, transaction_seconds
 from mm.source.spec import RangeSpec
+from mm.source.state import encode_state
 from tests.support.fake_kafka import (
     TARGET,
     TARGET_TOPIC,
@@ -145,3 +147,15 @@ def test_the_flow_runtime_carries_the_bounds_from_the_config() -> None:
     default = build_config(TWO_CLUSTERS)
     rt = flow_runtime(default, default.flow("A", "B"))
     assert (rt.max_bytes_per_txn, rt.max_seconds_per_txn) == (64 << 20, 10.0)
+
+
+def test_a_transactions_sync_points_fit_the_commit_metadata_limit_in_the_worst_case() -> None:
+    """A partition's offset syncs ride in its committed offset's metadata, which Apache
+    Kafka refuses beyond offset.metadata.max.bytes (4096 by default). The worst case
+    any log can give: every upstream and downstream offset of the 96 points 19 digits
+    apart (more than a 63-bit offset allows)."""
+    points = runtime().max_sync_points_per_txn
+    step = 10**18
+    syncs = [(step * (i + 1) + i, step * (i + 1)) for i in range(points)]
+    metadata = encode_state(uuid.uuid4().hex[:12], syncs)
+    assert len(metadata.encode()) < 4096, len(metadata)
