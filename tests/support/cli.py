@@ -63,6 +63,11 @@ _BASE_ENV = dict(os.environ)
 _NOT_FOR_WORKERS = ("PYTEST_", "MM_")
 _WORKER_READS = ("MM_LOG_LEVEL", "MM_LOG_FORMAT")
 _PYTHONS = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+# set in this process's environment by PySpark itself whenever a SparkContext starts
+# (from its settings, the same for every command here), and never put back: after a
+# test that built a SparkSession of its own they would otherwise send every later
+# command of the worker to a process of its own (seen: all 52 of one worker's)
+_SET_BY_PYSPARK = ("SPARK_BUFFER_SIZE", "SPARK_AUTH_SOCKET_TIMEOUT")
 
 
 def _worker_state() -> dict[str, Any]:
@@ -140,29 +145,39 @@ def run_command(
     after ``timeout`` fails the test.
     """
     env = dict(mm_env() if env is None else env)
-    in_process = (
-        not process
-        and os.environ.get("MMTEST_IN_PROCESS", "1") != "0"
-        and ends_by_itself(args)
-        and "--log-level" not in args
-        and _as_the_worker_jvm_runs(env)
-    )
+    why_not = _why_a_process(args, env, process)
     started = time.monotonic()
-    if in_process:
+    if why_not is None:
         run = _in_process(list(args), cwd, env, timeout, while_waiting)
     else:
         run = _subprocess(list(args), cwd, env, timeout, while_waiting)
     run.seconds = time.monotonic() - started
-    _log_command(args, in_process, run)
+    _log_command(args, why_not, run)
     if keep is not None:
         keep.with_suffix(".out").write_text(run.stdout)
         keep.with_suffix(".err").write_text(run.stderr)
     return run
 
 
-def _log_command(args: Sequence[str], in_process: bool, run: CommandRun) -> None:
+def _why_a_process(args: Sequence[str], env: Mapping[str, str], process: bool) -> str | None:
+    """Why ``mm <args>`` gets a process of its own (None: it runs in this one)."""
+    if process:
+        return "asked for"
+    if os.environ.get("MMTEST_IN_PROCESS", "1") == "0":
+        return "MMTEST_IN_PROCESS=0"
+    if not ends_by_itself(args):
+        return "long-running"
+    if "--log-level" in args:
+        return "--log-level"
+    if env.get("MM_LOG_LEVEL", "INFO").upper() != "INFO":
+        return "MM_LOG_LEVEL"
+    differ = _env_differences(env)
+    return f"environment: {', '.join(differ)}" if differ else None
+
+
+def _log_command(args: Sequence[str], why_not: str | None, run: CommandRun) -> None:
     """With ``MMTEST_COMMAND_LOG`` set, one JSON line per command appended to that
-    file (test, arguments, in process or not, seconds, exit code): where the
+    file (test, arguments, in process or why not, seconds, exit code): where the
     suite's time goes."""
     path = os.environ.get("MMTEST_COMMAND_LOG")
     if not path:
@@ -170,7 +185,8 @@ def _log_command(args: Sequence[str], in_process: bool, run: CommandRun) -> None
     line = {
         "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
         "args": list(args),
-        "in_process": in_process,
+        "in_process": why_not is None,
+        "why_a_process": why_not,
         "seconds": round(run.seconds, 2),
         "returncode": run.returncode,
     }
@@ -199,20 +215,22 @@ def _jvm_env() -> dict[str, str]:
     return {**_BASE_ENV, **dict.fromkeys(_PYTHONS, sys.executable), "MM_LOG_FORMAT": "json"}
 
 
-def _as_the_worker_jvm_runs(env: Mapping[str, str]) -> bool:
-    """Whether ``env`` gives Spark's Python workers, and mm's logging (configured once
-    per process), what the worker JVM gives them; otherwise the command needs its own
-    process (e.g. cloud credentials a task reads, debug logs)."""
+def _env_differences(env: Mapping[str, str]) -> list[str]:
+    """The variables where ``env`` gives Spark's Python workers, or mm's logging
+    (configured once per process), other than what the worker JVM gives them: a
+    command with any needs its own process (e.g. cloud credentials a task reads)."""
 
     def seen(e: Mapping[str, str]) -> dict[str, str]:
         return {
             k: v
             for k, v in e.items()
-            if k not in _PYTHONS and (k in _WORKER_READS or not k.startswith(_NOT_FOR_WORKERS))
+            if k not in _PYTHONS
+            and k not in _SET_BY_PYSPARK
+            and (k in _WORKER_READS or not k.startswith(_NOT_FOR_WORKERS))
         }
 
-    info = env.get("MM_LOG_LEVEL", "INFO").upper() == "INFO"
-    return info and seen(env) == seen(_jvm_env())
+    mine, jvm = seen(env), seen(_jvm_env())
+    return sorted(k for k in mine.keys() | jvm.keys() if mine.get(k) != jvm.get(k))
 
 
 def _subprocess(
