@@ -71,7 +71,10 @@ def configure_logging(level: str | None = None, *, json: bool | None = None) -> 
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=_STDERR),  # type: ignore[arg-type]
+        # one write per event (message and newline together): Spark's Python workers
+        # share the executor's stderr, unbuffered, and print()'s two writes let one
+        # worker's event land between another's message and its newline
+        logger_factory=structlog.WriteLoggerFactory(file=_STDERR),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     # py4j and friends log through stdlib; keep them quiet unless asked.

@@ -58,3 +58,41 @@ def test_librdkafka_lines_go_to_the_structured_log_at_debug_only(
     logs.configure_logging("INFO", json=True)
     LIBRDKAFKA_LOGGER.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#admin-1", "refused")
     assert "refused" not in err.getvalue()
+
+
+_WRITER = """
+import sys
+from mm import logs
+logs.configure_logging("INFO", json=True)
+log = logs.get_logger("mm.test", worker=sys.argv[1])
+for i in range(3000):
+    log.info("mirror position refreshed", n=i, padding="x" * 200)
+"""
+
+
+@pytest.mark.unit
+def test_two_processes_sharing_an_unbuffered_stderr_never_split_an_event(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    """Spark's Python workers of one executor write to its stderr, unbuffered
+    (PYTHONUNBUFFERED): every event is one write, so each line holds one whole event
+    (print()'s message-then-newline let another worker's event in between: two
+    events on one line, which `mm` readers and log shippers cannot parse)."""
+    import json
+    import os
+    import subprocess
+
+    path = tmp_path / "stderr"  # type: ignore[operator]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MM_LOG_FORMAT": "json"}
+    with open(path, "ab") as err:
+        procs = [
+            subprocess.Popen([sys.executable, "-c", _WRITER, str(w)], stderr=err, env=env)
+            for w in range(2)
+        ]
+        assert [p.wait(120) for p in procs] == [0, 0]
+    lines = path.read_text().splitlines()
+    events = [json.loads(line) for line in lines]  # one whole event per line
+    assert len(events) == 6000
+    assert {(e["worker"], e["n"]) for e in events} == {
+        (str(w), n) for w in range(2) for n in range(3000)
+    }
