@@ -153,7 +153,19 @@ def test_an_ordinary_principal_gets_what_acls_grant(
         AclPermissionType.ALLOW,
     )
     admin.create_acls([grant])[grant].result(30)
-    _produce(app, topic, [b"allowed"])
+    # CreateAcls answers once the controller holds the ACL; the broker's authorizer
+    # applies it from the metadata log a moment later (seen: a write refused right after)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            _produce(app, topic, [b"allowed"])
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"User:app still refused 15 s after the grant: {exc}") from exc
+            time.sleep(0.2)
     assert _read(broker.client("SASL_SSL"), topic, 1, 1) == [b"allowed"]
 
 

@@ -5,6 +5,7 @@ Imported by the test modules of this directory (pytest puts it on sys.path).
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -150,7 +151,9 @@ def scrape_until(
     while time.monotonic() < deadline:
         try:
             got = scrape(url)
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
+            # not answering yet, or not (yet) the job's server: the port was chosen free
+            # before the job bound it (seen once: another process's bytes, BadStatusLine)
             last = repr(exc)
         else:
             last = got
