@@ -608,6 +608,10 @@ class Receiver(threading.Thread):
         self.error: BaseException | None = None
         self.stop_evt = threading.Event()
         self.alive: Callable[[], bool] = lambda: True
+        # MMBENCH_LATENCY_DUMP=FILE: one line per record (produced at, latency ms,
+        # topic, partition), to see when in a run the slow records were written
+        dump = os.environ.get("MMBENCH_LATENCY_DUMP")
+        self.dump = open(dump, "w") if dump else None  # closed with the reader
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -686,8 +690,15 @@ class Receiver(threading.Thread):
                 else:
                     self.seen.add(seq)
                     self.latencies_ms.append((now_ns - produced_ns) / 1e6)
+                    if self.dump is not None:
+                        self.dump.write(
+                            f"{produced_ns / 1e9:.3f} {(now_ns - produced_ns) / 1e6:.1f} "
+                            f"{m.topic()} {m.partition()}\n"
+                        )
         finally:
             c.close()
+            if self.dump is not None:
+                self.dump.close()
 
 
 class TreeRss(threading.Thread):
