@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -443,6 +444,7 @@ def _plan_flows(
     failed_topics: dict[str, dict[str, str]] = {}
     plans: dict[str, str] = {}
     planners = {flow.name: topic_planner(cfg, flow) for flow in flows}
+    run_id = uuid.uuid4().hex  # every flow of this run (mm.source.task.enter_run)
     refused = _colliding_topics(flows, planners)
     for flow in flows:
         planner = planners[flow.name]
@@ -452,7 +454,8 @@ def _plan_flows(
         planner.refresh()
         failed_topics[flow.name] = dict(planner.failed)
         # the source starts from this refresh rather than repeating it
-        plans[flow.name] = mirror_plan(cfg, flow, planner, continuous=not once).encode()
+        plan = mirror_plan(cfg, flow, planner, continuous=not once, run_id=run_id)
+        plans[flow.name] = plan.encode()
     return failed_topics, plans
 
 

@@ -428,9 +428,11 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         from mm.logs import configure_logging
         from mm.source.shards import MirrorTask
+        from mm.source.task import enter_run
 
         assert isinstance(partition, MirrorTask)
         configure_logging()
+        enter_run(self.runtime)
         started = time.monotonic()
         shards = partition.shards
         if len(shards) == 1:

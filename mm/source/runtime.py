@@ -94,10 +94,12 @@ def mirror_plan(
     planner: TopicMirrorPlanner | None = None,
     *,
     continuous: bool = False,
+    run_id: str = "",
 ) -> MirrorPlan:
     """The flow's plan; with ``planner``, its last refresh (just done) goes along.
-    ``continuous``: tasks keep mirroring after their planned ranges (mm.source.sweep)."""
-    runtime = flow_runtime(cfg, flow)
+    ``continuous``: tasks keep mirroring after their planned ranges (mm.source.sweep);
+    ``run_id``: the mirror run the plan belongs to (FlowRuntime.run_id)."""
+    runtime = dataclasses.replace(flow_runtime(cfg, flow), run_id=run_id)
     if continuous:
         runtime = dataclasses.replace(
             runtime, task_continue_seconds=cfg.setting("mirror.task.continue.seconds")

@@ -52,6 +52,10 @@ class FlowRuntime:
     # process holds at most ~1,000 librdkafka clients, and every idle client keeps
     # its threads, so the bound stays well below that. 0 = no pooling
     pool_max_clients: int = 300
+    # one run of the mirror job (every flow of one `mm mirror`, or one start of the job
+    # under `mm run`): a Python worker's kept state (pooled clients, committed floors,
+    # syncs written) belongs to the run that built it (mm.source.task.enter_run)
+    run_id: str = ""
     # a continuous mirror's task keeps mirroring new records until this long after
     # it started (mm.source.sweep); 0 = it stops at its planned ends (--once)
     task_continue_seconds: float = 0.0

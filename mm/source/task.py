@@ -43,7 +43,7 @@ from mm_client.kafka import (
     produce_retrying,
     reader_conf,
 )
-from mm_client.kafka.pool import ClientPool
+from mm_client.kafka.pool import ClientPool, close_client
 from mm_client.records import SYNC_WRITER_HEADER, TXN_FIRST_HEADER, OffsetSync
 
 from mm.errors import KafkaOperationError, MirrorError
@@ -73,6 +73,8 @@ _SYNC_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 # the worker process's clients, kept between tasks and micro-batches (see worker_pool)
 _WORKER_POOL: ClientPool | None = None
 _WORKER_POOL_LOCK = threading.Lock()
+# the mirror run (FlowRuntime.run_id) the state above belongs to (see enter_run)
+_WORKER_RUN = ""
 
 
 # marks the sync of a transaction's first record (see mm_client.records)
@@ -84,6 +86,28 @@ def sync_headers(batch_id: str, first: bool) -> list[tuple[str, str | bytes | No
         batch_id.encode("ascii", "replace"),
     )
     return [writer, (TXN_FIRST_HEADER, b"1")] if first else [writer]
+
+
+def enter_run(rt: FlowRuntime) -> None:
+    """Start of a task of run ``rt.run_id``: state this worker kept for another run is
+    dropped (its clients closed). Spark keeps Python workers for the life of the
+    SparkContext, and one context can run the mirror job more than once (`mm run`
+    restarting a failed job); a run starts from what the target holds, never from
+    a previous run's pooled producers, floors or syncs."""
+    global _WORKER_POOL, _WORKER_RUN
+    with _WORKER_POOL_LOCK:
+        if rt.run_id == _WORKER_RUN:
+            return
+        pool, probes = _WORKER_POOL, list(_END_PROBES.values())
+        _WORKER_POOL, _WORKER_RUN = None, rt.run_id
+        _SYNCS_WRITTEN.clear()
+        _SYNC_PRODUCERS.clear()  # syncs are acknowledged before each commit: none pending
+        _END_PROBES.clear()
+    if pool is not None:
+        pool.clear()
+    for _admin, consumer in probes:
+        if consumer is not None:
+            close_client(consumer)
 
 
 def worker_pool(rt: FlowRuntime) -> ClientPool:
