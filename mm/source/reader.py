@@ -331,6 +331,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if k.startswith(REFRESH_PREFIX) and n != start.get(k, 0)
         }
         planned: list[str] = []
+        idle: list[tuple[str, int, int]] = []
         for k, e in sorted(end.items()):
             if k.startswith(REFRESH_PREFIX):
                 continue
@@ -339,6 +340,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if s is None:
                 s = self._log_start(topic, p, k)
             if e == s and k not in refresh:
+                idle.append((topic, p, s))
                 continue
             mt = self._topics.get(topic)
             if mt is None:
@@ -359,9 +361,24 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             clock.save()
         if not specs:
             return []
+        if self.runtime.task_continue_seconds > 0:
+            specs += self._idle_ranges(idle)
         shard_map = self._settled_map({(s.target_topic, s.partition) for s in specs})
         shards = plan_shards(specs, shard_map, self.runtime.transactional_id_prefix)
         return plan_tasks(shards, self._cores)
+
+    def _idle_ranges(self, idle: Iterable[tuple[str, int, int]]) -> list[RangeSpec]:
+        """Empty ranges at ``idle`` partitions' ends (topic, partition, end), for a
+        continuous mirror's batch: every shard then runs, and its continuation
+        (:mod:`mm.source.sweep`) reads every partition of the shard, so a record
+        written to a partition that had nothing new when the batch was planned is
+        mirrored within a sweep, not one batch later."""
+        out = []
+        for topic, p, at in idle:
+            mt = self._topics.get(topic)
+            if mt is not None:  # a topic no longer mirrored is the next plan's business
+                out.append(RangeSpec(topic, p, mt.target_topic, at, at, mt.max_record_bytes))
+        return out
 
     def _settled_map(self, keys: set[tuple[str, int]]) -> Any:
         """The shard map every range of the batch is written under: the one this

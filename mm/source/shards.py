@@ -6,7 +6,8 @@ map gives it, written through the shard's one transactional producer
 (:mod:`mm.source.shard_run`). The grouping into shards follows the map, not the
 batch's load: a partition is only ever written through its shard's
 ``transactional.id``, which is what keeps two writers from one partition. Shards
-with nothing to mirror this batch are left out.
+with no range this batch are left out (a continuous mirror's planner gives every
+partition a range, empty where nothing is new: mm.source.reader).
 
 The shards then go into at most one Spark task per core, each task running its
 shards side by side (one thread each). A continuous mirror's task keeps copying for

@@ -7,7 +7,9 @@ continuous mirror does not stop at its planned ends: until ``deadline`` (the
 task's start plus ``mm.mirror.task.continue.seconds``) it reads its partitions'
 source ends and mirrors whatever arrived, partition by partition, in the same
 transactional way as a planned range. A record is then on the target about one
-sweep after it was written, not one batch after the next plan.
+sweep after it was written, not one batch after the next plan. The planner gives
+every partition of the flow a range in such a batch (an empty one where nothing
+was new), so the sweeps cover partitions that wake up mid-batch too.
 
 Why it stays exactly once: a continuation range is an ordinary range starting at
 the position this task committed last for the partition; the target's committed

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from mm_client.kafka import produce_retrying
 from support.clusters import KafkaCluster
 from support.groups import commit_admin, run_mm
 from support.mirror import MirrorRun, create_topic
@@ -299,7 +300,10 @@ def test_restore_killed_at_random_moments_writes_each_record_once(
     p = Producer({"bootstrap.servers": a, "linger.ms": 20})
     for part in range(PARTITIONS):
         for i in range(per_partition):
-            p.produce(topic, f"v{part}-{i:06d}".encode(), f"k{i % 97}".encode(), partition=part)
+            # the local queue fills when the loaded broker is slower than this loop
+            # (seen: BufferError "Queue full" on a fresh-clone run)
+            value, key = f"v{part}-{i:06d}".encode(), f"k{i % 97}".encode()
+            produce_retrying(p, topic, value, key, partition=part)
             if i % 10_000 == 0:
                 p.poll(0)
     assert p.flush(60) == 0

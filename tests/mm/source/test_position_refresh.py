@@ -204,3 +204,28 @@ def test_planner_refreshes_idle_partitions_once_per_interval(
     assert other.partitions(end, end) == []
     saved = json.loads((tmp_path / "refreshed.json").read_text())
     assert saved == {f"{TOPIC}:0": now[0], f"{TOPIC}:1": now[0]}
+
+
+def test_a_continuous_batch_gives_every_idle_partition_an_empty_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continuous mirror's batch ranges cover every partition, so its continuation
+    (mm.source.sweep) watches the idle ones too; --once plans only what is new, and
+    with nothing new anywhere neither runs a batch."""
+    monkeypatch.setattr("mm.source.reader.time.time", lambda: 10_000.0)
+    ends = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 80}
+    start = {f"{TOPIC}:0": 50, f"{TOPIC}:1": 70}
+    once = _reader(tmp_path / "once", ends, interval=3600.0)
+    end = once.latestOffset(start, once.getDefaultReadLimit())
+    assert [(s.partition, s.start, s.end) for s in _ranges(once.partitions(start, end))] == [
+        (1, 70, 80)
+    ]
+    continuous = _reader(tmp_path / "continuous", ends, interval=3600.0)
+    continuous.runtime = runtime(task_continue_seconds=5.0)
+    end = continuous.latestOffset(start, continuous.getDefaultReadLimit())
+    specs = _ranges(continuous.partitions(start, end))
+    assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [
+        (1, 70, 80, {}),
+        (0, 50, 50, {}),  # empty, and not a refresh: the sweep continues it
+    ]
+    assert continuous.partitions(end, end) == []
