@@ -19,6 +19,7 @@ executors and uses only the plan's picklable :class:`FlowRuntime`.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from mm.errors import MirrorError
 from mm.source.keepalive import REFRESH_PREFIX, RefreshClock
 from mm.source.spec import MIRROR_RESULT_SCHEMA, FlowRuntime, RangeSpec
 
@@ -85,6 +87,13 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cores = int(options.get(OPTION_CORES, "0")) or (os.cpu_count() or 1)
         self._shard_map: Any = None  # mm.source.shard_map.ShardMap, once settled
         self._shard_store: Any = None
+        # a continuous mirror's running batch: what it was planned with, and the thread
+        # that asks for a new plan when that is no longer current (mm.source.replan)
+        self._lock = threading.RLock()
+        self._batches = 0
+        self._planned_topics: dict[str, tuple[int, str]] = {}
+        self._idle_at: dict[str, int] = {}
+        self._watcher: Any = None
 
     # --- picklability: executors only need the runtime -------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -234,6 +243,12 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        if self._watcher is not None:
+            self._watcher.disarmed()  # the batch it watched has ended
+        with self._lock:
+            return self._latest_offset(start)
+
+    def _latest_offset(self, start: dict[str, int]) -> dict[str, int]:
         ends = (
             dict(self._target_offsets) if self._target_offsets is not None else self._current_ends()
         )
@@ -322,6 +337,10 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._target_admin
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        with self._lock:
+            return self._partitions(start, end)
+
+    def _partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         from mm.source.shards import plan_shards, plan_tasks
 
         specs: list[RangeSpec] = []
@@ -361,11 +380,67 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             clock.save()
         if not specs:
             return []
-        if self.runtime.task_continue_seconds > 0:
+        continuous = self.runtime.task_continue_seconds > 0
+        if continuous:
             specs += self._idle_ranges(idle)
         shard_map = self._settled_map({(s.target_topic, s.partition) for s in specs})
         shards = plan_shards(specs, shard_map, self.runtime.transactional_id_prefix)
-        return plan_tasks(shards, self._cores)
+        tasks = plan_tasks(shards, self._cores)
+        if continuous:
+            return self._watched(tasks, {_key(t, p): at for t, p, at in idle})
+        return tasks
+
+    def _watched(self, tasks: list[Any], idle: dict[str, int]) -> list[Any]:
+        """``tasks`` with the plan mark they watch, and the planner's watcher armed
+        for their batch (mm.source.replan); unwatched when the mark cannot be read."""
+        import dataclasses
+
+        from mm.logs import get_logger
+        from mm.source.replan import ReplanWatcher
+
+        try:
+            mark = self._shard_store.end_offset()
+        except MirrorError as exc:
+            get_logger("mm.mirror.planner").warning(
+                "shard map topic's end not read; the batch runs its full time", error=str(exc)
+            )
+            return tasks
+        self._planned_topics = {
+            t: (mt.partitions, mt.target_topic) for t, mt in self._topics.items()
+        }
+        self._idle_at = idle
+        if self._watcher is None:
+            store = self._shard_store
+            self._watcher = ReplanWatcher(
+                self._replan_reason, lambda why: store.request_replan(why, "planner")
+            )
+            self._watcher.start()
+        self._batches += 1
+        self._watcher.armed(self._batches)
+        return [dataclasses.replace(t, plan_mark=mark) for t in tasks]
+
+    def _replan_reason(self) -> str | None:
+        """Why the running batch's plan is no longer current, if it is not: the topics
+        mirrored changed, or an idle partition's position is due for its refresh or
+        was moved below the plan (what the next latestOffset would act on)."""
+        from mm.source.replan import topics_changed
+
+        with self._lock:
+            self._refresh_topics()  # when its interval has passed
+            now = {t: (mt.partitions, mt.target_topic) for t, mt in self._topics.items()}
+            why = topics_changed(self._planned_topics, now)
+            if why is not None:
+                return why
+            clock = self._refresh_clock()
+            clock.reload()
+            due = clock.due(list(self._idle_at), time.time())
+            if due:
+                return f"positions due for their refresh: {', '.join(due[:5])}"
+            behind = self._behind_plan(dict(self._idle_at))
+            if behind:
+                self._positions_read_at = None  # the next plan reads them again
+                return f"positions moved below the plan: {', '.join(behind[:5])}"
+            return None
 
     def _idle_ranges(self, idle: Iterable[tuple[str, int, int]]) -> list[RangeSpec]:
         """Empty ranges at ``idle`` partitions' ends (topic, partition, end), for a
@@ -452,21 +527,39 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         enter_run(self.runtime)
         started = time.monotonic()
         shards = partition.shards
-        if len(shards) == 1:
-            outcomes = [self._shard_rows(shards[0], started)]
-        else:
-            with ThreadPoolExecutor(len(shards), thread_name_prefix="mm-shard") as pool:
-                futures = [pool.submit(self._shard_rows, s, started) for s in shards]
-                outcomes = [f.result() for f in futures]
+        pace, store = self._task_pace(partition.plan_mark, started)
+        try:
+            if len(shards) == 1:
+                outcomes = [self._shard_rows(shards[0], started, pace)]
+            else:
+                with ThreadPoolExecutor(len(shards), thread_name_prefix="mm-shard") as pool:
+                    futures = [pool.submit(self._shard_rows, s, started, pace) for s in shards]
+                    outcomes = [f.result() for f in futures]
+        finally:
+            if store is not None:
+                store.close()
         for rows in outcomes:
             yield from rows
 
-    def _shard_rows(self, shard: Any, started: float) -> list[tuple[Any, ...]]:
+    def _task_pace(self, plan_mark: int, started: float) -> tuple[Any, Any]:
+        """When the task's continuation ends besides its deadline (mm.source.replan),
+        and the store it watches (None for a task that does not continue)."""
+        from mm.source.replan import PlanWatch, TaskPace
+
+        if self.runtime.task_continue_seconds <= 0:
+            return None, None
+        from mm.source.shard_store import store_for
+
+        store = store_for(self.runtime)
+        watch = PlanWatch(plan_mark, store.end_offset)
+        return TaskPace(watch, lambda why: store.request_replan(why, "task"), started), store
+
+    def _shard_rows(self, shard: Any, started: float, pace: Any) -> list[tuple[Any, ...]]:
         """The result rows of ``shard``'s ranges; a refusal is each range's row (no
         retry helps: the driver ends the flow in one line, not Spark's and py4j's
         traces); anything else raises."""
         try:
-            results = self._mirror_shard(shard, started)
+            results = self._mirror_shard(shard, started, pace)
         except Exception as exc:
             from mm_client.kafka import cause_code, is_refusal
 
@@ -482,9 +575,9 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return rows
         return [r.row() for r in results.values()]
 
-    def _mirror_shard(self, shard: Any, started: float) -> dict[tuple[str, int], Any]:
+    def _mirror_shard(self, shard: Any, started: float, pace: Any) -> dict[tuple[str, int], Any]:
         results = self._run_shard(shard, shard.ranges)
-        if self.runtime.task_continue_seconds > 0:
+        if pace is not None:
             from mm.source.sweep import keep_mirroring
 
             keep_mirroring(
@@ -494,6 +587,8 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._sweep_ends,
                 lambda specs: list(self._run_shard(shard, specs).values()),
                 max_per_partition=self._max_per_partition,
+                keep_going=pace.keep_going,
+                stopped=pace.stopped,
             )
         return results
 

@@ -89,6 +89,7 @@ class ShardMapStore:
         self._consumer_conf = dict(consumer_conf)
         self.timeout = timeout
         self._writer: Any = None
+        self._probe: Any = None  # a reader kept for end_offset()
 
     def claim(self) -> None:
         """Take the map writer's id (fencing another driver's writer, see module doc)."""
@@ -218,6 +219,43 @@ class ShardMapStore:
             }
         )
 
+    def end_offset(self) -> int:
+        """The end of the map's topic (read_committed): it moves with every map
+        recorded and every replan request (mm.source.replan)."""
+        if self._probe is None:
+            self._probe = self._reader()
+        try:
+            _, high = self._probe.get_watermark_offsets(
+                TopicPartition(self.topic, 0), timeout=self.timeout
+            )
+        except KafkaException as exc:
+            raise wrap(exc, f"read the end of topic {self.topic} on {self.cluster}") from None
+        return int(high)
+
+    def request_replan(self, why: str, by: str) -> None:
+        """Ask the flow's running batch to end for a new plan (mm.source.replan)."""
+        from mm.source.replan import replan_key, replan_value
+
+        producer = new_producer({**self._producer_conf, "acks": "all"})
+        value = replan_value(why, by, int(time.time() * 1000))
+        where = f"request a new plan of {self.flow} in topic {self.topic} on {self.cluster}"
+        failed: list[Any] = []
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failed.append(err)
+
+        try:
+            producer.produce(
+                self.topic, value, replan_key(self.flow), partition=0, on_delivery=delivered
+            )
+            if producer.flush(self.timeout) > 0:
+                raise MirrorError(f"{where}: not acknowledged within {self.timeout:g}s")
+        except KafkaException as exc:
+            raise wrap(exc, where) from None
+        if failed:
+            raise wrap(KafkaException(failed[0]), where)
+
     def is_newest(self, shard_map: ShardMap) -> bool:
         """Whether ``shard_map`` is still the newest recorded."""
         newest = self.read()
@@ -227,6 +265,9 @@ class ShardMapStore:
         if self._writer is not None:
             self._writer.flush(0)
             self._writer = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
 
 def store_for(rt: FlowRuntime, timeout: float = 60.0) -> ShardMapStore:

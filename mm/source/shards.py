@@ -43,9 +43,12 @@ class MirrorShard:
 
 @dataclass(frozen=True)
 class MirrorTask(InputPartition):
-    """One Spark task: the shards it runs side by side."""
+    """One Spark task: the shards it runs side by side; ``plan_mark``: the end of the
+    flow's shard-map topic when the batch was planned (mm.source.replan; -1: the
+    task does not watch for a new plan)."""
 
     shards: tuple[MirrorShard, ...] = field(default_factory=tuple)
+    plan_mark: int = -1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", None)

@@ -98,19 +98,26 @@ def keep_mirroring(
     idle_wait: float = IDLE_WAIT_S,
     max_idle_wait: float = MAX_IDLE_WAIT_S,
     max_per_partition: int = 1 << 62,
+    keep_going: Callable[[], bool] = lambda: True,
+    stopped: Callable[[str], None] = lambda _why: None,
 ) -> int:
-    """Sweep until ``deadline``: read the ends, mirror what is new, merge the results
-    into ``results`` (by partition). Returns the number of sweeps that mirrored.
+    """Sweep until ``deadline``, or until ``keep_going()`` says the batch should end
+    (mm.source.replan): read the ends, mirror what is new, merge the results into
+    ``results`` (by partition). Returns the number of sweeps that mirrored.
 
     ``mirror`` runs a sweep's ranges to their ends (each commits on its own) and
     acknowledges their syncs; it raises when one failed other than by stopping
     its partition (the task then fails, as for a planned range). A partition that
-    stopped (its result carries an error) is not continued.
+    stopped (its result carries an error) is not continued, and ``stopped`` is
+    told (the next plan decides about it), as it is when the ends cannot be read.
     """
     by_key = {(s.topic, s.partition): s for s in specs if not s.extra.get("refresh")}
+    for key in by_key:
+        if key in results and results[key].error is not None:
+            stopped(f"{key[0]}[{key[1]}] stopped: {results[key].error}")
     sweeps = 0
     wait = idle_wait
-    while clock() + idle_wait < deadline:
+    while clock() + idle_wait < deadline and keep_going():
         live = [k for k in by_key if k in results and results[k].error is None]
         if not live:
             break
@@ -124,6 +131,7 @@ def keep_mirroring(
             # read (a source topic deleted under the mirror), the batch keeps what its
             # ranges committed and the next plan decides about the topic
             log.warning("sweep stopped: source ends not read", error=str(exc))
+            stopped(f"source ends not read: {exc}")
             break
         todo = continuations(by_key, results, ends, max_per_partition)
         if not todo:
@@ -134,5 +142,7 @@ def keep_mirroring(
         for r in mirror(todo):
             key = (r.topic, r.partition)
             results[key] = merge(results[key], r)
+            if r.error is not None:
+                stopped(f"{key[0]}[{key[1]}] stopped: {r.error}")
         sweeps += 1
     return sweeps

@@ -222,10 +222,23 @@ def test_a_continuous_batch_gives_every_idle_partition_an_empty_range(
     ]
     continuous = _reader(tmp_path / "continuous", ends, interval=3600.0)
     continuous.runtime = runtime(task_continue_seconds=5.0)
+
+    class MapTopic:  # the shard map's topic on the target (mm.source.replan)
+        def end_offset(self) -> int:
+            return 12
+
+    continuous._shard_store = MapTopic()
     end = continuous.latestOffset(start, continuous.getDefaultReadLimit())
-    specs = _ranges(continuous.partitions(start, end))
+    tasks = continuous.partitions(start, end)
+    specs = _ranges(tasks)
     assert [(s.partition, s.start, s.end, s.extra) for s in specs] == [
         (1, 70, 80, {}),
         (0, 50, 50, {}),  # empty, and not a refresh: the sweep continues it
     ]
+    # its tasks end their continuation when the topic's end moves past 12
+    assert [t.plan_mark for t in tasks] == [12]
+    assert [
+        t.plan_mark
+        for t in once.partitions(start, once.latestOffset(start, once.getDefaultReadLimit()))
+    ] == [-1]
     assert continuous.partitions(end, end) == []

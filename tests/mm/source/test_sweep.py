@@ -254,3 +254,38 @@ def test_a_batch_never_goes_past_its_planned_start_plus_the_per_batch_bound() ->
     )
     assert [(s.partition, s.start, s.end) for s in src.mirrored] == [(1, 80, 120), (1, 120, 150)]
     assert results[("a", 0)].position == 100 and results[("a", 1)].position == 150
+
+
+def test_sweeps_end_when_the_batch_should_end_and_stopped_partitions_are_told() -> None:
+    """``keep_going`` (mm.source.replan: a new plan is wanted) ends the sweeps before
+    the deadline; ``stopped`` hears of every partition that stopped (planned or
+    during a sweep) and of ends that could not be read, for the next plan."""
+    a0, a1, a2 = _planned("a", 0, 0, 10), _planned("a", 1, 0, 10), _planned("a", 2, 0, 5)
+    planned_stop = _done(a1)
+    planned_stop.position, planned_stop.error = 3, "record too large at 3"
+    results = {("a", 0): _done(a0), ("a", 1): planned_stop, ("a", 2): _done(a2)}
+    src = FakeSource([{("a", 0): 12 + 2 * i, ("a", 1): 15, ("a", 2): 5 + i} for i in range(200)])
+    src.stop_on = ("a", 2)
+    told: list[str] = []
+    calls = []
+
+    def keep_going() -> bool:
+        calls.append(src.now)
+        return len(calls) <= 3  # a new plan is wanted from the fourth check on
+
+    swept = keep_mirroring(
+        [a0, a1, a2], results, 100.0, src.read_ends, src.mirror, src.clock, src.sleep,
+        keep_going=keep_going, stopped=told.append,
+    )  # fmt: skip
+    assert swept == 3 and len(calls) == 4 and src.now < 1.0
+    assert told == ["a[1] stopped: record too large at 3", "a[2] stopped: record too large"]
+
+    unread: list[str] = []
+
+    def unreadable(keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        raise KafkaOperationError("list offsets of a[0]: unknown topic", code="UNKNOWN")
+
+    results = {("a", 0): _done(a0)}
+    keep_mirroring([a0], results, 1.0, unreadable, src.mirror, src.clock, src.sleep,
+                   stopped=unread.append)  # fmt: skip
+    assert len(unread) == 1 and unread[0].startswith("source ends not read: ")
