@@ -203,8 +203,8 @@ METRICS: tuple[MetricSpec, ...] = (
         "gauge",
         PARTITION,
         "mirror",
-        "Records between the mirror's position and the end it planned in its last "
-        "micro-batch for the partition (the source end at planning time).",
+        "Records between the mirror's committed position and the source end, read "
+        "every 5 s while the mirror runs (and at each micro-batch's end).",
     ),
     MetricSpec(
         "mm_mirror_partition_stopped",

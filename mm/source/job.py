@@ -493,6 +493,11 @@ class _FlowQueries:
         self.failing_since: dict[str, float] = {}
         self.backoff: dict[str, float] = {}
         self.progress_at_start: dict[str, int] = {}
+        self.live_halt = threading.Event()
+        if not once:  # a continuous flow's lag between its batches (mm.source.live)
+            from mm.source.live import keep_fresh, live_positions
+
+            keep_fresh([live_positions(cfg, f, stats[f.name]) for f in flows], self.live_halt)
 
     def start(self, flow: FlowConfig) -> Any:
         from mm.source.reader import OPTION_CORES, OPTION_MAX_PER_PARTITION, OPTION_PLAN
@@ -590,6 +595,7 @@ class _FlowQueries:
         or asked to stop, the Spark session). A stop that takes longer than the
         bound (a query waiting on a frozen cluster) is ended by ``bound``."""
         spark, log = self.spark, self.log
+        self.live_halt.set()
         # a refusal ends a run of its own as quietly as a stop request (under mm run
         # the session is shared: the other jobs' logs stay on)
         quiet = stop.is_set() or (not shared and _refused(self.stats))
