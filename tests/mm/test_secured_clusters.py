@@ -339,13 +339,15 @@ def _acl_sync_refused_then_granted(
     assert {(x.principal, x.operation, x.permission_type) for x in on_b()} == wanted
 
 
-@pytest.mark.parametrize("listener", ["SSL", "MTLS", "SASL_SSL"])
+@pytest.mark.parametrize(("a_listener", "b_listener"), [("SSL", "MTLS"), ("SASL_SSL", "SASL_SSL")])
 def test_the_dr_day_on_a_secured_pair(
-    secured: dict[str, SecureKRaftBroker], tmp_path: Path, listener: str
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path, a_listener: str, b_listener: str
 ) -> None:
-    """Both clusters over ``listener`` (SSL with a CA file; mutual TLS; SASL_SSL with
-    SCRAM-SHA-512), spelt as an MM2 file spells them: `mm run` mirrors every record
-    exactly once and checkpoints the group exactly (read by mm_client); `mm status`,
+    """A over ``a_listener`` and B over ``b_listener`` (SSL with a CA file and mutual
+    TLS, each command reading and writing both: one run where one run per listener
+    was before; SASL_SSL with SCRAM-SHA-512 on both), spelt as an MM2 file spells
+    them: `mm run` mirrors every record exactly once and checkpoints the group
+    exactly (read by mm_client); `mm status`,
     `mm verify`, `mm switchover`, `mm failover`, `mm failback`, `mm backup` and
     `mm restore` exit as on PLAINTEXT with the same verdicts (verify, switchover and
     failback refused every TLS/SASL cluster before), verify's and failback's reports
@@ -357,11 +359,11 @@ def test_the_dr_day_on_a_secured_pair(
     topic, group, values, committed = _orders_and_a_group(a)
     config = _config(
         tmp_path,
-        a.mm2("A", listener, "admin"),
+        a.mm2("A", a_listener, "admin"),
         b,
         topic,
         group,
-        b_listener=listener,
+        b_listener=b_listener,
         extra={
             "emit.checkpoints.interval.seconds": "1",
             "mm.mirror.trigger.seconds": "0.5",
@@ -372,7 +374,7 @@ def test_the_dr_day_on_a_secured_pair(
     target = f"A.{topic}"
     with running_job(config, tmp_path, ("run", "--jobs", "mirror,checkpoint")) as job:
         _until_translated(b, group, target, committed, job)
-        got = _read(b.client(listener), target, PARTITIONS, RECORDS)
+        got = _read(b.client(b_listener), target, PARTITIONS, RECORDS)
         assert sorted(got) == sorted(values)
         status = run_mm(config, "status", "--json")
         assert status.returncode == 0, status.output[-6000:]
@@ -409,7 +411,7 @@ def test_the_dr_day_on_a_secured_pair(
         config, "restore", "--to", "B", "--topics", topic, "--topic-prefix", "r.", "--json"
     )
     assert restore.returncode == 0, restore.output[-6000:]
-    restored = _read(b.client(listener), f"r.{topic}", PARTITIONS, RECORDS + len(late))
+    restored = _read(b.client(b_listener), f"r.{topic}", PARTITIONS, RECORDS + len(late))
     assert sorted(restored) == sorted([*values, *late])
 
     passwords = [*a.passwords.values(), *b.passwords.values()]
@@ -649,21 +651,23 @@ def test_heartbeats_refused_without_acls_then_disabled_or_granted_as_the_message
     assert (beat.source_cluster_alias, beat.target_cluster_alias) == ("A", "B")
 
 
-@pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_drill_on_a_secured_pair_passes_every_scenario(
-    secured: dict[str, SecureKRaftBroker], tmp_path: Path, listener: str
+    secured: dict[str, SecureKRaftBroker], tmp_path: Path
 ) -> None:
-    """`mm drill -c FILE` with both clusters over ``listener`` (TLS with a CA file;
-    mutual TLS), as an MM2 file spells them: switchover, failover and failback all
-    pass, as on PLAINTEXT (before: the failback scenario was refused and the
-    switchover failed). The SASL_SSL pair: the least-privilege drill below."""
+    """`mm drill -c FILE` with A over TLS with a CA file and B over mutual TLS, as an
+    MM2 file spells them: switchover, failover and failback all pass, as on
+    PLAINTEXT (before: the failback scenario was refused and the switchover failed).
+    Every scenario reads and writes both clusters, in both directions (failback
+    mirrors B back into A), so one drill takes each spelling as source and as
+    target (it ran once per listener before: 75-110 s each). The SASL_SSL pair:
+    the least-privilege drill below."""
     a, b = secured["A"], secured["B"]
     config = write_properties(
         tmp_path / "mm.properties",
         {
             "clusters": "A, B",
-            **a.mm2("A", listener, "admin"),
-            **b.mm2("B", listener, "admin"),
+            **a.mm2("A", "SSL", "admin"),
+            **b.mm2("B", "MTLS", "admin"),
             "A->B.enabled": "true",
             "replication.factor": 1,
         },
