@@ -176,7 +176,7 @@ _SETTINGS = (
         _non_negative_float,
         "a number of seconds, 0 or more",
         "a continuous mirror's task keeps copying new records this long after it "
-        "started (0: it stops at its planned ends)",
+        "started, unless a new plan is wanted sooner (0: it stops at its planned ends)",
     ),
     Setting(
         "mirror.pool.max.clients",
