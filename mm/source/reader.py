@@ -589,8 +589,32 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 max_per_partition=self._max_per_partition,
                 keep_going=pace.keep_going,
                 stopped=pace.stopped,
+                moved=lambda now: self._moved(shard, now),
             )
         return results
+
+    def _moved(self, shard: Any, results: Any) -> str | None:
+        """Which of ``shard``'s partitions an operator moved while the task ran, in
+        words (mm.source.sweep.moved_positions); None when none was."""
+        from mm.source.sweep import moved_positions
+        from mm.source.task import read_states, worker_pool
+
+        specs = [s for s in shard.ranges if not s.extra.get("refresh")]
+        try:
+            states = read_states(self.runtime, specs, pool=worker_pool(self.runtime))
+        except MirrorError as exc:
+            # only the check is lost: the batch's next plan reads the positions anyway
+            from mm.logs import get_logger
+
+            get_logger("mm.mirror.task").warning("positions not checked", error=str(exc))
+            return None
+        committed = {
+            (s.topic, s.partition): states[(s.target_topic, s.partition)][0] for s in specs
+        }
+        moved = moved_positions({k: r for k, r in results.items() if k in committed}, committed)
+        if not moved:
+            return None
+        return "positions moved under the mirror: " + ", ".join(f"{t}[{p}]" for t, p in moved[:5])
 
     def _run_shard(self, shard: Any, ranges: Sequence[RangeSpec]) -> dict[tuple[str, int], Any]:
         """Mirror ``ranges`` of ``shard`` through its producer (mm.source.shard_run)."""

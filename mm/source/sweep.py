@@ -42,6 +42,9 @@ Key = tuple[str, int]
 # offsets 20 times a second) and drops back as soon as a sweep mirrors
 IDLE_WAIT_S = 0.05
 MAX_IDLE_WAIT_S = 0.4
+# how often a continuation reads its partitions' committed positions, to see an
+# operator's `mm position` (the planner's own check of idle partitions runs as often)
+MOVED_EVERY_S = 10.0
 
 
 def merge(first: RangeResult, later: RangeResult) -> RangeResult:
@@ -63,6 +66,24 @@ def merge(first: RangeResult, later: RangeResult) -> RangeResult:
         error=later.error or first.error,
         metadata=later.metadata if later.metadata is not None else first.metadata,
     )
+
+
+def moved_positions(
+    results: Mapping[Key, RangeResult],
+    committed: Mapping[Key, int],
+) -> list[Key]:
+    """The partitions whose committed position (``committed``, by source partition;
+    absent or -1: none) is not where this task left it: set elsewhere or deleted
+    (an operator's `mm position`). A partition that stopped, or that this task never
+    moved without a position, is left out (pure)."""
+    out = []
+    for key, r in results.items():
+        if r.error is not None or r.position < 0:
+            continue
+        at = committed.get(key, -1)
+        if (at >= 0 and at != r.position) or (at < 0 and r.position > r.planned_start):
+            out.append(key)
+    return sorted(out)
 
 
 def continuations(
@@ -100,6 +121,8 @@ def keep_mirroring(
     max_per_partition: int = 1 << 62,
     keep_going: Callable[[], bool] = lambda: True,
     stopped: Callable[[str], None] = lambda _why: None,
+    moved: Callable[[Mapping[Key, RangeResult]], str | None] = lambda _r: None,
+    moved_every: float = MOVED_EVERY_S,
 ) -> int:
     """Sweep until ``deadline``, or until ``keep_going()`` says the batch should end
     (mm.source.replan): read the ends, mirror what is new, merge the results into
@@ -109,7 +132,9 @@ def keep_mirroring(
     acknowledges their syncs; it raises when one failed other than by stopping
     its partition (the task then fails, as for a planned range). A partition that
     stopped (its result carries an error) is not continued, and ``stopped`` is
-    told (the next plan decides about it), as it is when the ends cannot be read.
+    told (the next plan decides about it), as it is when the ends cannot be read,
+    or when ``moved`` (asked every ``moved_every`` s) finds a position moved under
+    the task (`mm position` while the mirror runs).
     """
     by_key = {(s.topic, s.partition): s for s in specs if not s.extra.get("refresh")}
     for key in by_key:
@@ -117,7 +142,13 @@ def keep_mirroring(
             stopped(f"{key[0]}[{key[1]}] stopped: {results[key].error}")
     sweeps = 0
     wait = idle_wait
+    checked_at = clock()
     while clock() + idle_wait < deadline and keep_going():
+        if clock() - checked_at >= moved_every:
+            checked_at = clock()
+            why = moved(results)
+            if why is not None:
+                stopped(why)
         live = [k for k in by_key if k in results and results[k].error is None]
         if not live:
             break

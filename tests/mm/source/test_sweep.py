@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mm.errors import KafkaOperationError
 from mm.source.spec import RangeSpec
-from mm.source.sweep import continuations, keep_mirroring, merge
+from mm.source.sweep import continuations, keep_mirroring, merge, moved_positions
 from mm.source.task import RangeResult
 
 
@@ -289,3 +289,41 @@ def test_sweeps_end_when_the_batch_should_end_and_stopped_partitions_are_told() 
     keep_mirroring([a0], results, 1.0, unreadable, src.mirror, src.clock, src.sleep,
                    stopped=unread.append)  # fmt: skip
     assert len(unread) == 1 and unread[0].startswith("source ends not read: ")
+
+
+def test_a_position_moved_under_the_task_is_told_every_interval() -> None:
+    """`mm position` while the task continues: ``moved`` (the committed positions
+    against the task's own) is asked every ``moved_every`` s, and what it finds is
+    told to ``stopped`` (the batch then ends for a new plan)."""
+    a0 = _planned("a", 0, 0, 10)
+    results = {("a", 0): _done(a0)}
+    src = FakeSource([{("a", 0): 10}])
+    asked: list[float] = []
+    told: list[str] = []
+
+    def moved(results: object) -> str | None:
+        asked.append(src.now)
+        return "positions moved under the mirror: a[0]" if len(asked) >= 2 else None
+
+    keep_mirroring([a0], results, 3.0, src.read_ends, src.mirror, src.clock, src.sleep,
+                   stopped=told.append, moved=moved, moved_every=1.0)  # fmt: skip
+    assert len(asked) == 2 and asked[1] - asked[0] >= 1.0
+    assert told == ["positions moved under the mirror: a[0]"]
+
+
+def test_moved_positions_are_those_not_where_the_task_left_them() -> None:
+    def at(position: int, planned_start: int = 0, error: str | None = None) -> RangeResult:
+        r = RangeResult("a", 0, "B.a", planned_start, position)
+        r.position, r.error = position, error
+        return r
+
+    results = {
+        ("a", 0): at(10),  # set back
+        ("a", 1): at(10),  # where it was left
+        ("a", 2): at(10),  # deleted
+        ("a", 3): at(0),  # never had one: the task moved nothing
+        ("a", 4): at(3, error="record too large"),  # stopped: the plan decides
+        ("a", 5): at(-1),  # unknown
+    }
+    committed = {("a", 0): 4, ("a", 1): 10, ("a", 2): -1, ("a", 4): 9}
+    assert moved_positions(results, committed) == [("a", 0), ("a", 2)]
