@@ -393,6 +393,11 @@ class TopicMirrorPlanner:
         for name, fut in futures.items():
             try:
                 desc = fut.result(timeout)
+            except TimeoutError:
+                # (a cluster that was frozen may take a while to answer again)
+                raise MirrorError(
+                    f"describe topic {name} on {self._source_alias}: no answer within {timeout:g}s"
+                ) from None
             except KafkaException as exc:
                 err = kafka_error(exc)
                 if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -433,6 +438,10 @@ class TopicMirrorPlanner:
             for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
                 try:
                     out[res.name] = fut.result(timeout)
+                except TimeoutError:
+                    raise MirrorError(
+                        f"describe configs of {res.name} on {where}: no answer within {timeout:g}s"
+                    ) from None
                 except KafkaException as exc:
                     err = kafka_error(exc)
                     unknown = err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -543,6 +552,12 @@ class TopicMirrorPlanner:
             try:
                 fut.result(timeout)
                 self._log.info("synced topic configs", target_topic=res.name)
+            except TimeoutError:
+                self._log.warning(
+                    "topic config sync failed",
+                    target_topic=res.name,
+                    error=f"alter configs: no answer within {timeout:g}s",
+                )
             except KafkaException as exc:
                 # keep mirroring: a config we cannot copy is worth a warning, not an outage
                 self._log.warning(

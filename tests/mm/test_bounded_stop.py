@@ -222,7 +222,10 @@ def test_mirroring_job_stops_within_bound_with_source_frozen(
         job.close()
     assert_bounded_stop(job, seconds, command, alias, bounded=command == "run")
 
-    # A answers again: a restart resumes from the committed positions, exactly once
+    # A answers again (thawed, it may take a while: a fresh-clone run's restart waited
+    # 30 s on its first describe): a restart resumes from the committed positions,
+    # exactly once
+    a.wait_ready()
     run = run_mirror_once(config)
     assert run.returncode == 0, run.describe()
     _assert_target_is_source(a.bootstrap, cluster_b, topic, alias)
