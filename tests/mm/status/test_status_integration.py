@@ -83,7 +83,7 @@ def test_heartbeat_latency_metrics_alert_on_stop_and_recovery(
     create_topic(a, topic, 2)
     for p in range(2):
         produce_batch(a, topic, p, 50, f"p{p}")
-    mirror_port, status_port = procs.free_port(), procs.free_port()
+    mirror_port = procs.free_port()
     cfg = write_properties(
         tmp_path / "mm.properties",
         {"A": a, "B": b},
@@ -143,6 +143,9 @@ def test_heartbeat_latency_metrics_alert_on_stop_and_recovery(
         assert stamps == sorted(stamps)
 
         # --- metrics: `mm status --serve` and the running mirror ------------------------------
+        # its port chosen now, not at the start: a port found free minutes before may be
+        # some client's by now (a fresh-clone run: "Address already in use")
+        status_port = procs.free_port()
         serve = Background(
             tmp_path,
             "status-serve",
