@@ -589,7 +589,7 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 max_per_partition=self._max_per_partition,
                 keep_going=pace.keep_going,
                 stopped=pace.stopped,
-                moved=lambda now: self._moved(shard, now),
+                moved=lambda so_far: self._moved(shard, so_far),
             )
         return results
 
